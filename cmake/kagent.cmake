@@ -1,0 +1,27 @@
+# kagent_area(NAME SOURCES... [LINK libs...]): a static library of one area, headers from the root.
+function(kagent_area name)
+  cmake_parse_arguments(A "" "" "SOURCES;LINK" ${ARGN})
+  add_library(kagent_${name} STATIC ${A_SOURCES})
+  target_include_directories(kagent_${name} PUBLIC ${KAGENT_ROOT})
+  target_link_libraries(kagent_${name} PUBLIC ${A_LINK})
+endfunction()
+
+# kagent_test(NAME SOURCES... [LINK libs...] [LABELS l...]): one GoogleTest binary, each case its own
+# ctest test. Tests find the fakes and examples through KAGENT_SOURCE_DIR / KAGENT_BINARY_DIR.
+function(kagent_test name)
+  cmake_parse_arguments(A "" "TIMEOUT" "SOURCES;LINK;LABELS" ${ARGN})
+  if(NOT A_TIMEOUT)
+    set(A_TIMEOUT 120)
+  endif()
+  add_executable(${name} ${A_SOURCES})
+  target_include_directories(${name} PRIVATE ${KAGENT_ROOT})
+  target_link_libraries(${name} PRIVATE ${A_LINK} GTest::gtest_main GTest::gmock)
+  target_compile_definitions(${name} PRIVATE
+    KAGENT_SOURCE_DIR="${KAGENT_ROOT}" KAGENT_BINARY_DIR="${CMAKE_BINARY_DIR}")
+  set(labels ${A_LABELS})
+  if(NOT labels)
+    set(labels unit)
+  endif()
+  gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60
+    PROPERTIES TIMEOUT ${A_TIMEOUT} LABELS "${labels}")
+endfunction()

@@ -1,0 +1,32 @@
+#pragma once
+// The environment as a value. Platform code takes an env_map instead of reading getenv(), so that
+// detection and pinning are pure functions, and so that the manager never mutates its own
+// environment (SPEC §14 A.70): children receive a modified copy.
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace kagent {
+
+using env_map = std::map<std::string, std::string>;
+
+/// A snapshot of this process's environment.
+env_map current_environment();
+
+/// The value of `name`, or nullopt when unset (an empty value is returned as "").
+std::optional<std::string> env_get(const env_map& env, const std::string& name);
+
+/// Glob match with '*' and '?', as used by the secret-scrubbing patterns (`*_API_KEY`).
+bool glob_match(const std::string& pattern, const std::string& text);
+
+/// A copy of `env` without every variable whose name matches one of `patterns`.
+env_map scrub_env(const env_map& env, const std::vector<std::string>& patterns);
+
+/// The default patterns that never reach a child: API keys, tokens and secrets.
+const std::vector<std::string>& default_secret_patterns();
+
+/// Searches `path_var` (colon-separated) for an executable `name`; empty when not found.
+std::string find_on_path(const std::string& name, const std::string& path_var);
+
+} // namespace kagent

@@ -1,0 +1,135 @@
+#pragma once
+// The strategy configuration: one YAML file per strategy (configs/<name>.yaml, or a user's
+// $KAGENT_CONFIG_DIR/<name>.yaml), loaded strictly. Every key is typed; an unknown key, a wrong type
+// or broken syntax is a user_error naming the file, the line and the key.
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "platform/common/errors.hpp"
+
+namespace kagent {
+
+/// Implementations a component can have. `cpu` runs the real harness in Triton's interpreter.
+inline constexpr const char* platform_names[] = {"nvidia", "rocm", "noop", "cpu"};
+
+/// The platform of each pipeline component (SPEC §12.3). A string in the YAML sets all of them; a
+/// map sets some (the rest default to the map's `default` key, else "nvidia"). After load, every
+/// field holds a concrete name; `from_string` records which form the user wrote.
+struct platform_spec {
+  std::string verifier = "nvidia";
+  std::string benchmarker = "nvidia";
+  std::string worker_runner = "nvidia";
+  std::string specs_provider = "nvidia";
+  std::string profiler = "nvidia";
+  std::string roofline_analyzer = "nvidia";
+  std::string bottleneck_analyzer = "nvidia";
+  std::string rag_prescriber = "nvidia";
+  bool given = false;       ///< the YAML (or CLI) named a platform; detection may fill it otherwise
+  bool is_map = false;      ///< written as a per-component map (never rewritten by detection)
+
+  static const std::vector<std::string>& component_names();
+  std::string& component(const std::string& name);
+  const std::string& component(const std::string& name) const;
+  /// The single platform when all components agree, else "mixed".
+  std::string uniform() const;
+  /// The GPU vendor this run drives: "nvidia", "rocm", or "" for GPU-less platforms (noop, cpu).
+  /// With a map, the vendor of the device-side components (verifier/benchmarker/profiler) decides.
+  std::string vendor() const;
+};
+
+struct roofline_config {
+  double sol_threshold_pct = -1;         ///< at-roofline threshold; <0: the vendor default (NV 90, ROCm 85)
+  double underutilized_threshold_pct = -1;  ///< <0: vendor default (NV 60, ROCm 40)
+  std::optional<bool> early_stop;        ///< unset: vendor default (NV true, ROCm false)
+  int convergence_rounds = 5;
+  double convergence_threshold_pct = 0.1;
+};
+
+struct strategy_config {
+  int num_top_kernels = 2;
+  int num_bottlenecks = 2;
+  std::vector<std::string> models;       ///< empty: the run's model
+  int samples_per_prompt = 1;
+  int num_expanding_parents = -1;        ///< <0: num_top_kernels
+  int max_no_improvement = 5;
+  std::string schedule = "rounds";       ///< "rounds" (synchronous) or "async"
+};
+
+struct llm_config {
+  std::string provider;                  ///< "", "anthropic", "openai", "openai_compatible", "relay", "replay"
+  std::string base_url;
+  std::string model;                     ///< empty: openai_model
+  std::string api_key_env;               ///< empty: the provider's default variable
+  int max_tokens = 24576;
+  int max_concurrency = 4;
+  int requests_per_minute = 0;           ///< 0: unlimited
+  int tokens_per_minute = 0;
+  int max_retries = 5;
+  double timeout_s = 600;                ///< total per request
+  double connect_timeout_s = 15;
+  double idle_timeout_s = 120;           ///< between bytes of a stream
+  bool stream = true;
+  double budget_usd = 0;                 ///< 0: no budget
+  double call_budget_usd = 0;
+  std::map<std::string, std::pair<double, double>> prices;  ///< model -> (USD per Mtok in, out)
+  std::string replay_dir;                ///< replay provider's recordings
+};
+
+struct platform_kwargs {
+  std::string rocprof_bin_path;
+  std::string ncu_bin_path;
+};
+
+struct run_config {
+  std::string name;                      ///< strategy name (file stem)
+  std::string source_path;               ///< the YAML file it came from
+  std::string strategy = "beam_search";  ///< "beam_search" or "greedy"
+  int num_workers = 4;
+  int max_rounds = 10;
+  strategy_config strategy_cfg;
+  std::string openai_model = "claude-opus-4.5";
+  bool high_reasoning_effort = true;
+  std::string bottleneck_override;       ///< "", memory, compute, underutilized
+  platform_spec platform;
+  std::vector<int> gpu_ids;              ///< empty: detect
+  std::string gpu_name;                  ///< empty: from the detected device
+  double benchmark_warmup = 25;          ///< ms budget
+  double benchmark_repeat = 100;         ///< ms budget
+  double divergence_threshold = 50.0;
+  std::string target_platform = "cuda";  ///< cuda, xpu, rocm, cpu
+  roofline_config roofline;
+  bool use_rag = false;
+  std::map<std::string, std::string> templates;  ///< template name -> file (relative to the YAML)
+  platform_kwargs pkwargs;
+  std::optional<double> test_timeout_s;  ///< unset: per platform (ROCm 300, CUDA 30)
+  double benchmark_timeout_s = 300;
+  double candidate_timeout_s = 1800;
+  double profile_budget_s = 0;           ///< 0: derived from candidate_timeout_s
+  std::string isolation = "warm";        ///< "warm" (one evaluator per GPU) or "process"
+  int max_refine_attempts = 3;
+  std::vector<std::string> secret_env_patterns;  ///< empty: default_secret_patterns()
+  llm_config llm;
+  std::string python = "python3";        ///< interpreter for the harness
+};
+
+/// Loads one YAML file strictly. Throws user_error "<file>:<line>: <what> (key '<k>'; expected <type>)".
+run_config load_config_file(const std::string& path);
+
+/// Parses YAML text (for tests); `origin` names it in errors.
+run_config parse_config(const std::string& yaml_text, const std::string& origin);
+
+/// Where strategies are looked up: $KAGENT_CONFIG_DIR (if set) first, then the built-in configs/.
+std::vector<std::string> config_search_dirs();
+
+/// Strategy name -> YAML path over the search dirs (a user dir shadows a built-in of the same name).
+std::map<std::string, std::string> discover_strategies(const std::vector<std::string>& dirs);
+
+/// Loads the strategy named `name` (or a path to a .yaml file). Unknown name: user_error listing names.
+run_config load_strategy(const std::string& name, const std::vector<std::string>& dirs);
+
+/// Serialises back to YAML (the resolved config stored in the run directory).
+std::string to_yaml(const run_config& cfg);
+
+} // namespace kagent
