@@ -1,0 +1,120 @@
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "platform/process/runner.hpp"
+
+using namespace kagent;
+using namespace std::chrono_literals;
+
+namespace {
+process_spec sh(const std::string& script, std::chrono::milliseconds timeout = 10s) {
+  process_spec s;
+  s.argv = {"/bin/sh", "-c", script};
+  s.timeout = timeout;
+  return s;
+}
+bool pid_alive(pid_t pid) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
+  if (!f) return false;
+  std::string line;
+  std::getline(f, line);
+  auto rp = line.rfind(')');
+  return rp != std::string::npos && rp + 2 < line.size() && line[rp + 2] != 'Z';
+}
+} // namespace
+
+TEST(Process, CapturesStdoutStderrAndExitCode) {
+  auto r = run_process(sh("echo out; echo err >&2; exit 3"));
+  EXPECT_TRUE(r.started);
+  EXPECT_EQ(r.exit_code, 3);
+  EXPECT_EQ(r.out, "out\n");
+  EXPECT_EQ(r.err, "err\n");
+  EXPECT_FALSE(r.ok());
+  EXPECT_EQ(r.describe(), "exit 3");
+}
+
+TEST(Process, ArgvIsPassedVerbatim) {
+  process_spec s;
+  s.argv = {"/bin/echo", "a b", "$HOME", "'q'"};
+  auto r = run_process(s);
+  EXPECT_TRUE(r.ok());
+  EXPECT_EQ(r.out, "a b $HOME 'q'\n");
+}
+
+TEST(Process, SignalIsToldApartFromExitCode) {
+  auto r = run_process(sh("kill -SEGV $$"));
+  EXPECT_EQ(r.term_signal, SIGSEGV);
+  EXPECT_NE(r.describe().find("SIGSEGV"), std::string::npos);
+  auto r9 = run_process(sh("exit 9"));
+  EXPECT_EQ(r9.term_signal, 0);
+  EXPECT_EQ(r9.exit_code, 9);
+}
+
+TEST(Process, TimeoutKillsTheWholeGroupIncludingGrandchildren) {
+  auto dir = std::filesystem::temp_directory_path() / ("kagent_proc_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  auto pidfile = (dir / "gc.pid").string();
+  auto r = run_process(sh("sleep 300 & echo $! > " + pidfile + "; wait", 700ms));
+  EXPECT_TRUE(r.timed_out);
+  EXPECT_FALSE(r.ok());
+  std::ifstream f(pidfile);
+  pid_t gc = 0;
+  f >> gc;
+  ASSERT_GT(gc, 0);
+  for (int i = 0; i < 100 && pid_alive(gc); ++i) std::this_thread::sleep_for(20ms);
+  EXPECT_FALSE(pid_alive(gc)) << "grandchild " << gc << " survived the timeout";
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Process, ExitedChildWithGrandchildHoldingThePipeDoesNotWaitForTheDeadline) {
+  auto r = run_process(sh("sleep 300 & echo started", 60s));
+  EXPECT_FALSE(r.timed_out);
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_EQ(r.out, "started\n");
+  EXPECT_LT(r.wall_s, 30.0);  // ended by the drain rule, not by the 60 s deadline
+}
+
+TEST(Process, EnvironmentReplacesAndCwdApplies) {
+  process_spec s = sh("echo \"$ONLY|$HOME|$(pwd)\"");
+  s.env = env_map{{"ONLY", "1"}, {"PATH", "/usr/bin:/bin"}};
+  s.cwd = "/tmp";
+  auto r = run_process(s);
+  EXPECT_EQ(r.out, "1||/tmp\n");
+}
+
+TEST(Process, MissingProgramAndMissingCwdAreSpawnFailures) {
+  process_spec s;
+  s.argv = {"definitely-not-a-program-kagent"};
+  auto r = run_process(s);
+  EXPECT_FALSE(r.started);
+  EXPECT_NE(r.error.find("No such file"), std::string::npos);
+  process_spec c = sh("true");
+  c.cwd = "/nonexistent/dir";
+  auto rc = run_process(c);
+  EXPECT_FALSE(rc.started);
+  EXPECT_NE(rc.error.find("/nonexistent/dir"), std::string::npos);
+}
+
+TEST(Process, StdinIsDeliveredAndLargeOutputIsTailed) {
+  process_spec s = sh("cat; head -c 3000000 /dev/zero | tr '\\0' x");
+  s.stdin_data = "hello\n";
+  s.max_output_bytes = 1000;
+  auto r = run_process(s);
+  EXPECT_TRUE(r.ok());
+  EXPECT_EQ(r.out.size(), 1000u);
+  EXPECT_EQ(r.out.back(), 'x');
+}
+
+TEST(Env, ScrubRemovesSecretsByPattern) {
+  env_map e{{"ANTHROPIC_API_KEY", "k"}, {"GITHUB_TOKEN", "t"}, {"MY_SECRET_X", "s"}, {"PATH", "/bin"}};
+  auto s = scrub_env(e, default_secret_patterns());
+  EXPECT_EQ(s.size(), 1u);
+  EXPECT_EQ(s.count("PATH"), 1u);
+  EXPECT_TRUE(glob_match("*_API_KEY", "OPENAI_API_KEY"));
+  EXPECT_FALSE(glob_match("*_API_KEY", "OPENAI_API_KEYS"));
+}
