@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <sstream>
 
 extern char** environ;
@@ -81,4 +82,26 @@ std::string find_on_path(const std::string& name, const std::string& path_var) {
   return "";
 }
 
+} // namespace kagent
+
+#include <filesystem>
+
+namespace kagent {
+std::string install_root() {
+  namespace fs = std::filesystem;
+  if (const char* h = std::getenv("KAGENT_HOME"); h && *h) return h;
+  std::error_code ec;
+  fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    for (fs::path p = exe.parent_path(); !p.empty(); p = p.parent_path()) {
+      if (fs::exists(p / "configs" / "noop.yaml", ec)) return p.string();
+      if (p == p.root_path()) break;
+    }
+  }
+#ifdef KAGENT_SOURCE_DIR
+  return KAGENT_SOURCE_DIR;
+#else
+  return fs::current_path(ec).string();
+#endif
+}
 } // namespace kagent

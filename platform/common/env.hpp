@@ -30,3 +30,10 @@ const std::vector<std::string>& default_secret_patterns();
 std::string find_on_path(const std::string& name, const std::string& path_var);
 
 } // namespace kagent
+
+namespace kagent {
+/// The directory holding configs/, templates/, harness/ and examples/: $KAGENT_HOME if set, else the
+/// first ancestor of the running executable that has configs/noop.yaml (a build tree inside the
+/// checkout, or a carried copy), else the source directory compiled in.
+std::string install_root();
+} // namespace kagent
