@@ -51,21 +51,29 @@ _BANNED_RE = [(re.compile(p), why) for p, why in BANNED]
 
 
 def strip_comments_and_docstrings(source):
-    """The source without comments and triple-quoted strings; other strings stay (they may be code)."""
+    """The source with comments and triple-quoted strings blanked out (other strings may be code).
+
+    Spans are replaced in place, keeping every other character and newline, so the patterns below
+    see the candidate's code exactly as written.
+    """
     try:
-        out = []
+        lines = io.StringIO(source).readlines()  # the same line split tokenize uses
+        offsets = [0]
+        for line in lines:
+            offsets.append(offsets[-1] + len(line))
+        chars = list(source)
         for tok in tokenize.generate_tokens(io.StringIO(source).readline):
-            if tok.type == tokenize.COMMENT:
-                continue
-            if tok.type == tokenize.STRING and re.match(r"^[rbuRBUfF]*('''|\"\"\")", tok.string):
-                # Keep the line structure so later line-based patterns still see statements apart.
-                out.append((tok.type, "\n" * tok.string.count("\n") + "''"))
-                continue
-            out.append((tok.type, tok.string))
-        return tokenize.untokenize(out)
+            triple = tok.type == tokenize.STRING and re.match(r"^[rbuRBUfF]*('\'\'|\"\"\")", tok.string)
+            if tok.type == tokenize.COMMENT or triple:
+                start = offsets[tok.start[0] - 1] + tok.start[1]
+                end = offsets[tok.end[0] - 1] + tok.end[1]
+                for i in range(start, end):
+                    if chars[i] != "\n":
+                        chars[i] = " "
+        return "".join(chars)
     except (tokenize.TokenError, IndentationError, SyntaxError):
         # Not valid Python: strip what we can with regexes; the import will report the syntax error.
-        no_triple = re.sub(r"(?s)('''.*?'''|\"\"\".*?\"\"\")", "''", source)
+        no_triple = re.sub(r"(?s)('\'\'.*?'\'\'|\"\"\".*?\"\"\")", "''", source)
         return re.sub(r"#[^\n]*", "", no_triple)
 
 

@@ -1,0 +1,142 @@
+#!/usr/bin/env python3
+"""Verify and/or benchmark ONE candidate in this fresh process (isolation mode "process").
+
+Prints (and with --json writes) the same JSON object the warm evaluator server replies with, so the
+caller parses one format. --cold adds a breakdown of where a fresh process spends its time
+(interpreter start, imports, input generation, JIT compile with an empty Triton cache) so the
+per-candidate cost of cold and warm evaluation can be measured side by side.
+
+Exit status: 0 when every requested step succeeded, 1 when the candidate failed, 2 on bad usage,
+3 when the device context was poisoned.
+"""
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+
+T_MAIN = time.perf_counter()
+
+
+def seconds_since_process_start():
+    """Wall time since the kernel started this process (Linux /proc), or None elsewhere."""
+    try:
+        with open("/proc/self/stat") as f:
+            start_ticks = int(f.read().rsplit(")", 1)[1].split()[19])
+        with open("/proc/uptime") as f:
+            uptime = float(f.read().split()[0])
+        return uptime - start_ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def main(argv=None):
+    startup_s = seconds_since_process_start()
+    ap = argparse.ArgumentParser(description="verify/benchmark one candidate in a fresh process")
+    ap.add_argument("--problem", required=True, help="problem.py or a kernel directory")
+    ap.add_argument("--kernel", required=True, help="candidate file defining kernel_function")
+    ap.add_argument("--device", default="cuda", help="cuda (the pinned GPU) or cpu (Triton interpreter)")
+    ap.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float16", "float32"])
+    ap.add_argument("--size", default=None, help="problem size variant (KAGENT_PROBLEM_SIZE), e.g. small")
+    ap.add_argument("--mode", default="both", choices=["verify", "benchmark", "both", "hash"])
+    ap.add_argument("--warmup", type=int, default=10, help="warm-up iterations (not timed)")
+    ap.add_argument("--repeat", type=int, default=50, help="timed iterations")
+    ap.add_argument("--targets", default="candidate,eager", help="comma list of candidate,eager,compile")
+    ap.add_argument("--do-bench", action="store_true", help="also report triton.testing.do_bench")
+    ap.add_argument("--cold", action="store_true", help="empty Triton cache and a cold-cost breakdown")
+    ap.add_argument("--json", help="also write the result to this file")
+    args = ap.parse_args(argv)
+
+    try:
+        import resource
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    except (ImportError, ValueError, OSError):
+        pass
+    if args.cold:
+        # Before triton is imported: its cache location is read at import / first compile.
+        os.environ["TRITON_CACHE_DIR"] = tempfile.mkdtemp(prefix="kagent-cold-triton-")
+    if args.device == "cpu":
+        os.environ.setdefault("TRITON_INTERPRET", "1")
+    if args.size:
+        os.environ["KAGENT_PROBLEM_SIZE"] = args.size
+
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    t0 = time.perf_counter()
+    import harness_core as core
+    import torch  # noqa: F401 - timed here on purpose: it dominates a cold start
+    import triton  # noqa: F401
+    import_s = time.perf_counter() - t0
+
+    reply = {"op": args.mode, "ok": False, "poisoned": False, "isolation": "process"}
+    t_req = time.perf_counter()
+    cold = {"process_start_to_main_s": startup_s, "import_torch_triton_s": import_s}
+    status = 1
+    try:
+        problem_path = os.path.abspath(args.problem)
+        if os.path.isdir(problem_path):
+            problem_path = os.path.join(problem_path, "problem.py")
+        kernel_path = os.path.abspath(args.kernel)
+        if not os.path.isfile(problem_path) or not os.path.isfile(kernel_path):
+            missing = problem_path if not os.path.isfile(problem_path) else kernel_path
+            print(f"run_once: file not found: {missing}", file=sys.stderr)
+            return 2
+        with open(kernel_path, encoding="utf-8") as f:
+            source = f.read()
+        banned = core.ban_check(source)
+        if banned:
+            raise core.CandidateError(banned)
+        t0 = time.perf_counter()
+        problem = core.Problem(problem_path, args.device, args.dtype, args.size)
+        cold["load_problem_s"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        cand = core.load_candidate(kernel_path, source)
+        cold["import_candidate_s"] = time.perf_counter() - t0
+        result = {}
+        if args.mode in ("verify", "both"):
+            t0 = time.perf_counter()
+            result["verify"] = core.verify(problem, cand)
+            cold["verify_s"] = time.perf_counter() - t0
+            if not result["verify"]["passed"]:
+                reply.update(kind="mismatch", error=result["verify"]["error"])
+        if args.mode in ("benchmark", "both") and "kind" not in reply:
+            t0 = time.perf_counter()
+            result["benchmark"] = core.benchmark(problem, cand, warmup=args.warmup, repeat=args.repeat,
+                                                 targets=[t for t in args.targets.split(",") if t],
+                                                 do_bench=args.do_bench)
+            cold["benchmark_s"] = time.perf_counter() - t0
+        if args.mode == "hash":
+            core.call_candidate(problem, cand, problem.fresh_inputs())
+            core.synchronize(problem.device)
+            result["hash"] = core.code_hash(cand)
+        elif "kind" not in reply:
+            result["hash"] = core.code_hash(cand)
+        reply["result"] = result
+        if "kind" not in reply:
+            reply["ok"] = True
+            status = 0
+    except core.CandidateError as exc:
+        reply.update(kind="poisoned" if exc.poisoned else "candidate_error", error=str(exc),
+                     traceback=exc.traceback_text, poisoned=exc.poisoned)
+        status = 3 if exc.poisoned else 1
+    except Exception as exc:  # noqa: BLE001 - reported as JSON like the server does
+        import traceback
+        tb = traceback.format_exc()
+        poisoned = core.is_poisoning(tb)
+        reply.update(kind="poisoned" if poisoned else "harness_error", error=f"{type(exc).__name__}: {exc}",
+                     traceback=tb[-core.TAIL_CHARS:], poisoned=poisoned)
+        status = 3 if poisoned else 1
+    reply["timings"] = {"total_s": time.perf_counter() - t_req}
+    if args.cold:
+        cold["main_total_s"] = time.perf_counter() - T_MAIN
+        reply["cold"] = cold
+    text = json.dumps(reply, default=str)
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as f:
+            f.write(text + "\n")
+    print(text)
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,161 @@
+"""The evaluator server over its socket protocol, and run_once.py, as separate processes."""
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import unittest
+
+import support
+
+EVALUATOR = os.path.join(support.HARNESS, "evaluator.py")
+RUN_ONCE = os.path.join(support.HARNESS, "run_once.py")
+
+
+class ServerProcess:
+    def __init__(self, log_dir):
+        ours, theirs = socket.socketpair()
+        env = dict(os.environ, TRITON_INTERPRET="1")
+        self.proc = subprocess.Popen([sys.executable, EVALUATOR, "--fd", str(theirs.fileno()), "--log-dir", log_dir],
+                                     pass_fds=[theirs.fileno()], env=env, stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.PIPE, start_new_session=True)
+        theirs.close()
+        self.sock = ours
+        self.sock.settimeout(120)
+        self.file = ours.makefile("rwb")
+        self.next_id = 0
+
+    def send_raw(self, line):
+        self.file.write(line)
+        self.file.flush()
+        reply = self.file.readline()
+        return json.loads(reply) if reply else None
+
+    def request(self, **req):
+        self.next_id += 1
+        req["id"] = self.next_id
+        reply = self.send_raw((json.dumps(req) + "\n").encode())
+        if reply is not None:
+            assert reply["id"] == self.next_id, reply
+        return reply
+
+    def close(self):
+        self.file.close()
+        self.sock.close()
+        try:
+            self.proc.wait(timeout=30)
+        finally:
+            if self.proc.poll() is None:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+            self.proc.stderr.close()
+
+
+class Server(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.server = ServerProcess(self.tmp.name)
+
+    def tearDown(self):
+        self.server.close()
+        self.tmp.cleanup()
+
+    def load_matvec(self):
+        reply = self.server.request(op="load_problem", problem=support.MATVEC, device="cpu", size="small")
+        self.assertTrue(reply["ok"], reply)
+        return reply
+
+    def test_session_verify_errors_and_poisoning(self):
+        s = self.server
+        pong = s.request(op="ping")
+        self.assertTrue(pong["ok"] and pong["result"]["pong"])
+        bad = s.send_raw(b"this is not json\n")
+        self.assertEqual((bad["ok"], bad["kind"]), (False, "bad_request"))
+        self.assertIn("protocol", bad["error"])
+        self.assertEqual(s.request(op="verify", path="/nonexistent.py")["kind"], "bad_request")
+        self.assertFalse(self.load_matvec()["result"]["cached"])
+        self.assertTrue(self.load_matvec()["result"]["cached"])  # inputs are built once
+
+        ok = s.request(op="verify", path=os.path.join(support.MATVEC, "input.py"))
+        self.assertTrue(ok["ok"], ok)
+        self.assertTrue(ok["result"]["passed"])
+
+        chatty = s.request(op="verify", code="import sys, os\n"
+                           "def kernel_function(A, B):\n"
+                           "    print('to stdout')\n"
+                           "    os.write(1, b'raw fd 1\\n')\n"
+                           "    print('to stderr', file=sys.stderr)\n"
+                           "    return (A.float() * B.float().T).sum(1, keepdim=True).to(A.dtype)\n")
+        self.assertTrue(chatty["ok"], chatty)
+        self.assertIn("to stdout", chatty["stdout"])
+        self.assertIn("raw fd 1", chatty["stdout"])
+        self.assertIn("to stderr", chatty["stderr"])
+
+        banned = s.request(op="verify", code="import torch\ndef kernel_function(A, B):\n    return torch.matmul(A, B)\n")
+        self.assertFalse(banned["ok"])
+        self.assertTrue(banned["error"].startswith("Disallowed PyTorch usage detected: "), banned["error"])
+
+        wrong = s.request(op="verify", code="def kernel_function(A, B):\n    return A[:, :1] * 0\n")
+        self.assertEqual(wrong["kind"], "mismatch")
+        self.assertTrue(wrong["error"].startswith("FAIL: max difference = "))
+
+        raised = s.request(op="verify", code="def kernel_function(A, B):\n    raise KeyError('nope')\n")
+        self.assertEqual(raised["kind"], "candidate_error")
+        self.assertIn("KeyError", raised["error"])
+
+        bench = s.request(op="benchmark", path=os.path.join(support.MATVEC, "input.py"), warmup=1, repeat=2,
+                          flush_bytes=1 << 20)
+        self.assertTrue(bench["ok"], bench)
+        self.assertEqual(bench["result"]["candidate"]["n"], 2)
+        self.assertIn("speedup_vs_eager", bench["result"])
+        h = s.request(op="hash", path=os.path.join(support.MATVEC, "input.py"))
+        self.assertEqual((h["ok"], h["result"]["kind"]), (True, "source"))
+
+        self.assertTrue(s.request(op="ping")["ok"])  # still alive after all of that
+        poisoned = s.request(op="verify", code="def kernel_function(A, B):\n    raise RuntimeError("
+                             "'CUDA error: an illegal memory access was encountered')\n")
+        self.assertTrue(poisoned["poisoned"])
+        self.assertEqual(poisoned["kind"], "poisoned")
+        self.assertEqual(s.proc.wait(timeout=30), 3)
+
+    def test_segfaulting_candidate_kills_only_the_server(self):
+        self.load_matvec()
+        reply = self.server.request(op="verify", code="import ctypes\ndef kernel_function(A, B):\n"
+                                    "    return ctypes.string_at(0)\n")
+        self.assertIsNone(reply)  # the connection closed without a reply
+        self.assertEqual(self.server.proc.wait(timeout=30), -signal.SIGSEGV)
+        with open(os.path.join(self.tmp.name, "request.stderr")) as f:
+            self.assertIn("Segmentation fault", f.read())
+
+    def test_shutdown(self):
+        self.assertTrue(self.server.request(op="shutdown")["ok"])
+        self.assertEqual(self.server.proc.wait(timeout=30), 0)
+
+
+class RunOnce(unittest.TestCase):
+    def run_once(self, *args):
+        proc = subprocess.run([sys.executable, RUN_ONCE, "--problem", support.MATVEC, "--device", "cpu",
+                               "--size", "small", *args], capture_output=True, text=True, timeout=300)
+        return proc.returncode, json.loads(proc.stdout.strip().splitlines()[-1])
+
+    def test_cold_verify_and_benchmark(self):
+        rc, reply = self.run_once("--kernel", os.path.join(support.MATVEC, "input.py"), "--warmup", "1",
+                                  "--repeat", "2", "--cold")
+        self.assertEqual(rc, 0, reply)
+        self.assertTrue(reply["result"]["verify"]["passed"])
+        self.assertEqual(reply["result"]["benchmark"]["candidate"]["n"], 2)
+        for key in ("import_torch_triton_s", "load_problem_s", "verify_s", "benchmark_s"):
+            self.assertIn(key, reply["cold"])
+
+    def test_failing_candidate_exits_1(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            path = support.write(tmp, "kernel.py", "def kernel_function(A, B):\n    return A[:, :1] * 0\n")
+            rc, reply = self.run_once("--kernel", path, "--mode", "verify")
+        self.assertEqual(rc, 1)
+        self.assertEqual(reply["kind"], "mismatch")
+
+
+if __name__ == "__main__":
+    unittest.main()
