@@ -1,0 +1,65 @@
+#pragma once
+// Providers: one blocking call = one HTTP attempt (retries live in retry.hpp / the llm_client actor).
+// Model -> provider resolution follows SPEC §11.1, overridable through the `llm:` block and the CLI.
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "platform/common/env.hpp"
+#include "platform/config/config.hpp"
+#include "platform/llm/llm_types.hpp"
+
+namespace kagent {
+
+class http_client;
+
+/// Called with each piece of generated text as it streams in (may be unset).
+using text_callback = std::function<void(std::string_view)>;
+
+class llm_provider {
+public:
+  virtual ~llm_provider() = default;
+  /// One attempt. Throws llm_error (never containing the API key). Thread-safe.
+  virtual llm_response complete(const llm_request& req, const text_callback& on_text = {}) = 0;
+  /// "anthropic", "openai", "openai_responses", "openai_compatible", "relay", "replay".
+  virtual std::string name() const = 0;
+  /// The model used when a request leaves llm_request::model empty.
+  virtual std::string default_model() const = 0;
+};
+
+/// Everything a provider needs, resolved from llm_config + model + environment.
+struct provider_settings {
+  std::string provider;
+  std::string model;
+  std::string base_url;     ///< for openai/openai_compatible it includes /v1
+  std::string api_key_env;  ///< the variable the key came from ("" = no key)
+  std::string api_key;      ///< the secret itself; never printed, logged or recorded
+  bool stream = true;
+  double connect_timeout_s = 15;
+  double idle_timeout_s = 120;
+  double timeout_s = 600;
+  std::string replay_dir;
+  /// Where the choice came from, for `ask` and the run log ("llm.provider", "model registry", ...).
+  std::string reason;
+};
+
+/// The registry of SPEC §11.1: provider names to try, in order, for a model. Unknown `claude-*` names
+/// try anthropic then relay, unknown `gpt-*`/`o<digit>*` openai then relay, anything else relay.
+std::vector<std::string> registry_providers(const std::string& model);
+
+/// Resolves the provider. Model: cfg.model, else `fallback_model` (the run's openai_model).
+/// Provider: cfg.provider if set; else base_url set -> anthropic for claude models, openai_compatible
+/// otherwise; else the registry order, taking the first available one (a key is set; for relay,
+/// `relay_probe(url)` answers). `env` must already include .env (see merge_env).
+/// Throws user_error "No available provider for model <m> ..." or naming the missing variable.
+provider_settings resolve_provider(const llm_config& cfg, const std::string& fallback_model, const env_map& env,
+                                   const std::function<bool(const std::string& url)>& relay_probe = {});
+
+/// The default relay probe: GET <url>/ with a 5 s timeout; true on any HTTP answer.
+bool probe_relay(const std::string& url);
+
+/// Builds the provider. `http` may be shared between providers (connection pool); null: a new one.
+std::shared_ptr<llm_provider> make_provider(const provider_settings& s, std::shared_ptr<http_client> http = nullptr);
+
+} // namespace kagent
