@@ -619,9 +619,10 @@ TEST_F(program_db_test, ConcurrentReaderWhileWriting) {
       } while (!done.load());
     } catch (const std::exception& e) {
       reader_error = e.what();
+      started = true;  // after the write above, so the main thread may read it once joined
     }
   });
-  while (!started.load() && reader_error.empty())
+  while (!started.load())
     std::this_thread::yield();
   for (int i = 0; i < n; ++i)
     db.insert_program(make_program(fmt::format("p{}", i), 1.0 + i));
@@ -676,6 +677,25 @@ TEST_F(program_db_test, MovedFromHandleIsInert) {
   c = std::move(b);
   EXPECT_EQ(c.count(), 1);
   EXPECT_EQ(c.path(), db_path());
+}
+
+} // namespace
+} // namespace kagent::store
+
+namespace kagent::store {
+namespace {
+
+TEST_F(program_db_test, FailPendingMarksInterruptedCandidates) {
+  auto db = program_db::open(db_path());
+  db.insert_program(make_program("done", 1.0));
+  db.insert_program(make_program("p1", std::nullopt, "pending"));
+  db.insert_program(make_program("p2", std::nullopt, "pending"));
+  EXPECT_EQ(db.fail_pending(failure_cause::interrupted, "run was killed before this candidate finished"), 2);
+  EXPECT_EQ(db.count("pending"), 0);
+  EXPECT_EQ(db.get_program("p1")->failure_cause, "interrupted");
+  EXPECT_EQ(db.get_program("p2")->error, "run was killed before this candidate finished");
+  EXPECT_EQ(db.get_program("done")->status, "verified");
+  EXPECT_EQ(db.fail_pending("interrupted", "x"), 0);
 }
 
 } // namespace

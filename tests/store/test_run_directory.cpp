@@ -1,4 +1,7 @@
 #include "platform/store/run_directory.hpp"
+#include "platform/store/run_lock.hpp"
+
+#include <unistd.h>
 
 #include <fstream>
 #include <set>
@@ -216,6 +219,27 @@ TEST_F(run_directory_test, EachRunHasItsOwnDatabase) {
   auto db = program_db::open(second.program_db_path());
   EXPECT_EQ(db.count(), 0);
   EXPECT_TRUE(db.top_k_verified(5).empty());
+}
+
+TEST_F(run_directory_test, RunLockAdmitsOneOwnerAtATime) {
+  auto rd = run_directory::create(base(), "locked", "");
+  {
+    run_lock first(rd.path());
+    try {
+      run_lock second(rd.path());
+      FAIL() << "expected run_error";
+    } catch (const run_error& e) {
+      EXPECT_THAT(e.what(), HasSubstr("is in use by another kagent-actors process"));
+      EXPECT_THAT(e.what(), HasSubstr(rd.path().string()));
+      EXPECT_THAT(e.what(), HasSubstr("(pid " + std::to_string(::getpid()) + ")"));
+    }
+    run_lock moved(std::move(first));
+    EXPECT_THROW(run_lock(rd.path()), run_error);
+  }
+  run_lock again(rd.path());  // released with its holder
+  // open_existing still accepts the directory with its .lock file.
+  EXPECT_EQ(run_directory::open_existing(rd.path()).run_id(), rd.run_id());
+  EXPECT_THROW(run_lock(dir_ / "missing-run"), run_error);
 }
 
 } // namespace
