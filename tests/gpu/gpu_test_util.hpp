@@ -51,7 +51,9 @@ inline fs::path make_bin(const fs::path& root, const std::vector<std::string>& t
   auto bin = root / "bin";
   fs::create_directories(bin);
   for (const auto& t : tools) fs::create_symlink(fakes_dir() / t, bin / t);
-  auto real_python = find_on_path("python3", std::getenv("PATH") ? std::getenv("PATH") : "/usr/bin:/bin");
+  // A real interpreter, not a pyenv-style shim that itself needs bash and the user's PATH.
+  auto real_python = find_on_path("python3", "/usr/bin:/usr/local/bin:/bin");
+  if (real_python.empty()) real_python = find_on_path("python3", std::getenv("PATH") ? std::getenv("PATH") : "");
   write_file(bin / "python3", "#!/bin/sh\nexec " + real_python + " \"$@\"\n", true);
   return bin;
 }
