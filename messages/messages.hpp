@@ -1,0 +1,231 @@
+#pragma once
+// The vocabulary of the actor system: every message that crosses an actor boundary. Plain structs
+// with an inspect() overload, registered in one place (register_messages) so that any of them can
+// cross a process or machine boundary through CAF's middleman unchanged. No pointers, handles or
+// actor-local objects; structured payloads that platform/ code produces travel as JSON text.
+#include <caf/all.hpp>
+
+#include <cstdint>
+#include <limits>
+#include <ostream>
+#include <string>
+#include <vector>
+
+namespace kagent {
+
+/// "No time": a negative sentinel, never infinity. CAF 0.17's binary serializer (pack754) loops
+/// forever on an infinite or NaN double — found by tests/messages — so no message may carry one.
+inline constexpr double not_measured = -1.0;
+inline bool is_measured(double ms) { return ms >= 0 && ms < std::numeric_limits<double>::max(); }
+
+// ---- atoms (CAF 0.17: at most 10 characters) ---------------------------------------------------
+using start_atom = caf::atom_constant<caf::atom("start")>;
+using reference_atom = caf::atom_constant<caf::atom("reference")>;
+using tick_atom = caf::atom_constant<caf::atom("tick")>;
+using finish_atom = caf::atom_constant<caf::atom("finish")>;
+using usage_atom = caf::atom_constant<caf::atom("usage")>;
+using mode_atom = caf::atom_constant<caf::atom("mode")>;
+
+// ---- LLM -----------------------------------------------------------------------------------------
+struct chat_message {
+  std::string role;     ///< "user" or "assistant"
+  std::string content;
+};
+
+/// A request to the llm_client. `purpose` (optimize, refine, bottleneck, reflexion, ask) keys usage
+/// accounting and the replay provider.
+struct complete {
+  std::string request_id;
+  std::string purpose;
+  std::string model;
+  std::string system;
+  std::vector<chat_message> messages;
+  int32_t max_tokens = 24576;
+  double temperature = -1;  ///< < 0: provider default
+  bool high_effort = false;
+  std::string candidate_id;
+};
+
+struct completion {
+  std::string request_id;
+  bool ok = false;
+  std::string text;
+  std::string error;       ///< one line, never containing a key
+  std::string error_kind;  ///< rate_limited, overloaded, server, timeout, connection, auth, quota, ...
+  int64_t input_tokens = 0;
+  int64_t output_tokens = 0;
+  double cost_usd = 0;
+  int32_t attempts = 0;
+  std::string model;
+  std::string provider;
+};
+
+// ---- device work ---------------------------------------------------------------------------------
+/// Work for a gpu worker's evaluator. mode: "verify", "benchmark", "verify+benchmark", "reference"
+/// (eager and torch.compile timings of the problem's Model), "hash".
+struct evaluate {
+  std::string candidate_id;
+  std::string code;
+  std::string mode;
+  std::string work_dir;  ///< the candidate's directory; the child runs there
+};
+
+struct evaluation {
+  std::string candidate_id;
+  bool verified = false;
+  bool benchmarked = false;
+  double time_ms = not_measured;
+  double time_spread_pct = 0;   ///< (p90 - p10) / median
+  double eager_ms = not_measured;
+  double compile_ms = not_measured;
+  std::string error;            ///< what failed, for the record and for the next prompt
+  std::string failure_cause;    ///< verification, timeout, crash, banned, harness
+  std::string code_hash;
+  std::string stdout_tail;
+  std::string stderr_tail;
+  double wall_s = 0;
+};
+
+/// A profile of one kernel on a gpu worker's device. label: baseline, sol, final.
+struct profile {
+  std::string candidate_id;
+  std::string code;
+  std::string label;
+  std::string kernel_name;  ///< empty: the busiest non-at:: kernel
+  std::string work_dir;
+};
+
+struct profile_result {
+  std::string candidate_id;
+  std::string label;
+  bool available = false;       ///< false: this platform does not profile (noop, cpu)
+  std::string metrics_json;     ///< flat, filtered metrics of the profiled kernel
+  std::string roofline_json;
+  double wall_s = 0;
+};
+
+/// Supervision message to the manager: a profiler pass failed on `gpu_id`.
+struct profiling_failed {
+  int32_t gpu_id = -1;
+  std::string candidate_id;
+  std::string platform;    ///< the profiler component's platform; synthetic mode is ROCm-only
+  std::string invocation;  ///< which command (stats pass, PMC pass N)
+  std::string reason;
+  std::string output_tail;
+};
+
+// ---- the search ----------------------------------------------------------------------------------
+/// One candidate to produce: expand `parent` along bottleneck `bottleneck_id` with `model`.
+struct candidate_spec {
+  std::string id;
+  std::string parent_id;
+  int32_t round = 0;
+  int32_t bottleneck_id = 1;
+  int32_t sample_idx = 0;
+  std::string model;
+  std::string parent_code;
+  double parent_time_ms = not_measured;
+  double eager_ms = not_measured;
+  std::string history_json;  ///< last attempts and reflexions, for the prompt
+  std::string work_dir;
+};
+
+struct candidate_result {
+  std::string candidate_id;
+  std::string parent_id;
+  int32_t round = 0;
+  int32_t gpu_id = -1;
+  bool ok = false;              ///< verified and benchmarked
+  std::string code;
+  double time_ms = not_measured;
+  std::string error;
+  std::string failure_cause;    ///< llm, no_code, verification, benchmark, timeout, crash, actor_down
+  std::string code_hash;
+  std::string bottleneck;
+  std::string model;
+  std::string attempt_json;
+  std::string reflexion_json;
+};
+
+/// An event for events.jsonl and the progress line.
+struct run_event {
+  std::string type;
+  std::string payload_json;
+};
+
+// ---- inspect overloads ---------------------------------------------------------------------------
+template <class I>
+typename I::result_type inspect(I& f, chat_message& x) {
+  return f(caf::meta::type_name("chat_message"), x.role, x.content);
+}
+template <class I>
+typename I::result_type inspect(I& f, complete& x) {
+  return f(caf::meta::type_name("complete"), x.request_id, x.purpose, x.model, x.system, x.messages, x.max_tokens,
+           x.temperature, x.high_effort, x.candidate_id);
+}
+template <class I>
+typename I::result_type inspect(I& f, completion& x) {
+  return f(caf::meta::type_name("completion"), x.request_id, x.ok, x.text, x.error, x.error_kind, x.input_tokens,
+           x.output_tokens, x.cost_usd, x.attempts, x.model, x.provider);
+}
+template <class I>
+typename I::result_type inspect(I& f, evaluate& x) {
+  return f(caf::meta::type_name("evaluate"), x.candidate_id, x.code, x.mode, x.work_dir);
+}
+template <class I>
+typename I::result_type inspect(I& f, evaluation& x) {
+  return f(caf::meta::type_name("evaluation"), x.candidate_id, x.verified, x.benchmarked, x.time_ms,
+           x.time_spread_pct, x.eager_ms, x.compile_ms, x.error, x.failure_cause, x.code_hash, x.stdout_tail,
+           x.stderr_tail, x.wall_s);
+}
+template <class I>
+typename I::result_type inspect(I& f, profile& x) {
+  return f(caf::meta::type_name("profile"), x.candidate_id, x.code, x.label, x.kernel_name, x.work_dir);
+}
+template <class I>
+typename I::result_type inspect(I& f, profile_result& x) {
+  return f(caf::meta::type_name("profile_result"), x.candidate_id, x.label, x.available, x.metrics_json,
+           x.roofline_json, x.wall_s);
+}
+template <class I>
+typename I::result_type inspect(I& f, profiling_failed& x) {
+  return f(caf::meta::type_name("profiling_failed"), x.gpu_id, x.candidate_id, x.platform, x.invocation, x.reason,
+           x.output_tail);
+}
+template <class I>
+typename I::result_type inspect(I& f, candidate_spec& x) {
+  return f(caf::meta::type_name("candidate_spec"), x.id, x.parent_id, x.round, x.bottleneck_id, x.sample_idx,
+           x.model, x.parent_code, x.parent_time_ms, x.eager_ms, x.history_json, x.work_dir);
+}
+template <class I>
+typename I::result_type inspect(I& f, candidate_result& x) {
+  return f(caf::meta::type_name("candidate_result"), x.candidate_id, x.parent_id, x.round, x.gpu_id, x.ok, x.code,
+           x.time_ms, x.error, x.failure_cause, x.code_hash, x.bottleneck, x.model, x.attempt_json,
+           x.reflexion_json);
+}
+template <class I>
+typename I::result_type inspect(I& f, run_event& x) {
+  return f(caf::meta::type_name("run_event"), x.type, x.payload_json);
+}
+
+// ---- errors --------------------------------------------------------------------------------------
+enum class errc : uint8_t {
+  none = 0,
+  actor_failed = 1,      ///< an actor threw; the context carries what()
+  injected_fault = 2,    ///< KAGENT_INJECT_FAULT fired (tests, and users proving their set-up)
+  device_lost = 3,       ///< the evaluator could not be restarted
+};
+std::string to_string(errc);
+
+/// Registers every message type and the error category with `cfg`. Call before constructing the
+/// actor_system, in every process that sends or receives them.
+void register_messages(caf::actor_system_config& cfg);
+
+} // namespace kagent
+
+CAF_ERROR_CODE_ENUM(kagent::errc, "kagent")
+
+namespace caf {
+// gtest prints caf::error as bytes otherwise.
+inline void PrintTo(const error& e, std::ostream* os) { *os << to_string(e); }
+} // namespace caf
