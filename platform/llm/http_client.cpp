@@ -14,6 +14,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -228,7 +229,9 @@ struct http_client::impl {
     }
 
     http::response_parser<http::buffer_body> p;
-    p.body_limit(boost::none);
+    // Not boost::none: Boost 1.74 compares Content-Length against the empty optional and then
+    // rejects every sized body with body_limit.
+    p.body_limit(std::numeric_limits<std::uint64_t>::max());
     // A non-streamed reply only starts once the whole generation is done: only the total bounds it.
     double head_s = r.on_data ? r.idle_timeout_s : 0;
     auto [hdur, htotal] = dl.op(head_s);
