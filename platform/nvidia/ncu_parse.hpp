@@ -1,0 +1,59 @@
+#pragma once
+// Parsing of `ncu --csv --page raw` output (SPEC §5.2 with §14 B.85, B.86): comment lines
+// (`==PROF==`, `==WARNING==`, `==ERROR==`) skipped, header, units row dropped, thousands separators
+// and '%' stripped, "n/a" absent. The kernel is chosen by name and its last dispatch taken — never
+// "the last row of the table", which on real output is a PyTorch at:: kernel.
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "platform/rocm/roofline.hpp"
+
+namespace kagent {
+
+struct ncu_row {
+  std::optional<long long> id;      ///< the "ID" column: launch order
+  std::string kernel_name;
+  metric_map metrics;               ///< metric columns whose value parsed as a number
+};
+
+struct ncu_table {
+  std::vector<std::string> columns;
+  std::map<std::string, std::string> units;  ///< from the units row, when present
+  std::vector<ncu_row> rows;
+};
+
+/// Throws run_error "ncu CSV has no header (no 'Kernel Name' column)" when no header is found.
+ncu_table parse_ncu_csv(const std::string& text);
+
+struct ncu_selection {
+  std::string kernel_name;
+  std::optional<long long> id;   ///< ID of the chosen launch
+  int dispatch_count = 0;        ///< launches of that kernel in the table
+  bool chosen_by_name = false;   ///< false: busiest non-at:: kernel
+  metric_map metrics;            ///< flat metrics of the chosen launch (rounded to 3 places)
+};
+
+/// With `kernel`: rows whose name equals it (or is it followed by '(' — a demangled signature);
+/// the greatest ID wins. Without: the busiest kernel whose name lacks "at::" (total
+/// gpu__time_duration.sum, else sm__cycles_active.avg), then its last dispatch. Throws run_error
+/// "ncu CSV has no kernel rows" / "ncu CSV has no dispatch of kernel '<name>'" / "ncu CSV lists no
+/// kernel outside at::".
+ncu_selection select_ncu_kernel(const ncu_table& t, const std::optional<std::string>& kernel = std::nullopt);
+
+/// When `output` shows the counter-permission error (ERR_NVGPUCTRPERM, "permission", "profiling
+/// permissions", "requires root", "access denied"), the message telling the user how to fix it.
+std::optional<std::string> ncu_permission_error(const std::string& output, bool used_sudo);
+
+/// The error for a failed ncu run: the permission message when it applies, else
+/// "ncu failed with return code N: <first 500 characters of output>".
+std::string ncu_failure_message(int exit_code, const std::string& output, bool used_sudo);
+
+/// Reads the log file: missing -> "ncu completed without a CSV (<path>)"; under 100 bytes ->
+/// "ncu CSV is likely empty (<path>)"; "No kernels were profiled" -> a message naming the filter.
+ncu_table load_ncu_csv(const std::string& path, const std::string& kernel_filter = "");
+
+void to_json(nlohmann::json& j, const ncu_selection& s);
+
+} // namespace kagent

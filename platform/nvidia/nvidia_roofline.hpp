@@ -1,0 +1,25 @@
+#pragma once
+// NVIDIA roofline (SPEC §6.1, §14 B.82): compute SOL = sm__throughput, memory SOL =
+// gpu__compute_memory_throughput (both pct_of_peak_sustained_elapsed, measured by ncu against the
+// device's own peaks); tensor-core use from the metric ncu actually collected.
+#include <memory>
+#include <optional>
+
+#include "platform/gpu/specs.hpp"
+#include "platform/rocm/roofline.hpp"
+
+namespace kagent {
+
+class nvidia_roofline_analyzer : public roofline_analyzer {
+public:
+  explicit nvidia_roofline_analyzer(const roofline_config& cfg);
+  std::string vendor() const override { return "nvidia"; }
+  roofline_result analyze(const metric_map& metrics) const override;
+};
+
+/// The analyzer for a vendor ("nvidia", or "rocm"/"amd"); `specs` is needed for ROCm's peaks.
+/// Unknown vendor: user_error.
+std::unique_ptr<roofline_analyzer> make_roofline_analyzer(const std::string& vendor, const roofline_config& cfg,
+                                                          const std::optional<gpu_specs>& specs);
+
+} // namespace kagent
