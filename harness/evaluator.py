@@ -109,7 +109,9 @@ class Server:
             raise BadRequest(f"problem file not found: {path}")
         device = req.get("device", "cuda")
         dtype = req.get("dtype", "bfloat16")
-        size = req.get("size")
+        # The full example shapes are GPU-sized (4 GiB); the interpreter gets the small variant
+        # unless the request says otherwise.
+        size = req.get("size", "small" if device == "cpu" else None)
         seed = int(req.get("seed", 0))
         key = (path, device, dtype, size, seed, os.path.getmtime(path))
         if key == self.problem_key and self.problem is not None:

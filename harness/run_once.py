@@ -58,6 +58,8 @@ def main(argv=None):
         os.environ["TRITON_CACHE_DIR"] = tempfile.mkdtemp(prefix="kagent-cold-triton-")
     if args.device == "cpu":
         os.environ.setdefault("TRITON_INTERPRET", "1")
+        if args.size is None:
+            args.size = "small"  # the full example shapes are GPU-sized
     if args.size:
         os.environ["KAGENT_PROBLEM_SIZE"] = args.size
 
