@@ -151,8 +151,10 @@ class Server:
         cand = None
         if "candidate" in targets:
             cand, _ = self.candidate(req)
-        return core.benchmark(problem, cand, warmup=int(req.get("warmup", 10)),
-                              repeat=int(req.get("repeat", 50)), targets=targets,
+        # A problem's get_benchmark_config() overrides the request (SPEC 4.1 step 1).
+        warmup = int(problem.benchmark_config.get("warmup", req.get("warmup", 10)))
+        repeat = int(problem.benchmark_config.get("repeat", req.get("repeat", 50)))
+        return core.benchmark(problem, cand, warmup=warmup, repeat=repeat, targets=targets,
                               flush_bytes=req.get("flush_bytes"), rotate=int(req.get("rotate", 4)),
                               do_bench=bool(req.get("do_bench", False)))
 

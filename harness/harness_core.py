@@ -426,6 +426,8 @@ class Problem:
             model = model.to(device=device, dtype=self.dtype)
         self.model = model.to(device).eval()
         self.named = named_params(self.model, self.init_inputs)
+        get_config = getattr(self.module, "get_benchmark_config", None)  # optional (SPEC 3.3)
+        self.benchmark_config = dict(get_config()) if get_config else {}
         synchronize(device)
         self.timings["inputs_s"] = time.perf_counter() - t0
 
@@ -644,11 +646,12 @@ def stats(times_ms):
 
 
 def input_sets(problem, rotate_max):
-    """Copies of the inputs to rotate through when they fit in the cache, so that no repetition
-    reads inputs a previous one left warm (beyond what the flush already evicts)."""
+    """Fresh copies of the inputs for timing: never the cached originals, which an in-place kernel
+    (or an in-place reference) would corrupt for every later candidate. Several copies are rotated
+    when they fit in the cache, so no repetition reads inputs a previous one left warm."""
     fits = problem.input_bytes() * 2 <= cache_bytes(problem.device)
     n = max(1, rotate_max) if fits else 1
-    return [problem.inputs] + [problem.fresh_inputs() for _ in range(n - 1)]
+    return [problem.fresh_inputs() for _ in range(n)]
 
 
 def benchmark(problem, candidate, warmup=10, repeat=50, targets=("candidate", "eager"), flush_bytes=None,

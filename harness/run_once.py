@@ -103,7 +103,9 @@ def main(argv=None):
                 reply.update(kind="mismatch", error=result["verify"]["error"])
         if args.mode in ("benchmark", "both") and "kind" not in reply:
             t0 = time.perf_counter()
-            result["benchmark"] = core.benchmark(problem, cand, warmup=args.warmup, repeat=args.repeat,
+            warmup = int(problem.benchmark_config.get("warmup", args.warmup))
+            repeat = int(problem.benchmark_config.get("repeat", args.repeat))
+            result["benchmark"] = core.benchmark(problem, cand, warmup=warmup, repeat=repeat,
                                                  targets=[t for t in args.targets.split(",") if t],
                                                  do_bench=args.do_bench)
             cold["benchmark_s"] = time.perf_counter() - t0

@@ -146,6 +146,17 @@ class Benchmark(unittest.TestCase):
         self.assertNotIn("compile", result)
         self.assertGreater(result["input_sets"], 1)  # 64 KiB of input fits the cache: rotated
 
+    def test_in_place_kernels_never_touch_the_cached_inputs(self):
+        problem = support.problem(support.MATVEC)
+        before = [t.clone() for t in problem.inputs]
+        with tempfile.TemporaryDirectory() as tmp:
+            cand = support.candidate(tmp, "def kernel_function(A, B):\n    A.zero_()\n    B.fill_(7)\n")
+            core.benchmark(problem, cand, warmup=1, repeat=2, targets=["candidate"], flush_bytes=1 << 20)
+            result = core.verify(problem, cand)
+        self.assertFalse(result["passed"])
+        for old, new in zip(before, problem.inputs):
+            self.assertTrue(core.torch_module().equal(old, new))
+
     def test_stats(self):
         s = core.stats([4.0, 1.0, 3.0, 2.0])
         self.assertEqual((s["min_ms"], s["median_ms"], s["max_ms"], s["n"]), (1.0, 2.5, 4.0, 4))
