@@ -141,7 +141,7 @@ class Server:
     def op_verify(self, req):
         problem = self.need_problem()
         cand, cached = self.candidate(req)
-        result = core.verify(problem, cand, req.get("rtol"), req.get("atol"))
+        result = core.verify(problem, cand, req.get("rtol"), req.get("atol"), int(req.get("trials", 1)))
         result["cached_module"] = cached
         return result
 

@@ -353,39 +353,52 @@ def bind_arguments(fn, inputs, named):
 # (floats) or an extreme sentinel (integers), so an output element the kernel never writes can not
 # pass by luck (fresh pages are zero; a reused block may hold a previous correct result).
 
+_POISON = {"depth": 0, "originals": None}
+
+
+def _poison(t):
+    torch = torch_module()
+    if _POISON["depth"] > 0 and torch.is_tensor(t) and t.numel():
+        if t.is_floating_point() or t.is_complex():
+            t.fill_(float("nan"))
+        elif t.dtype != torch.bool:
+            t.fill_(torch.iinfo(t.dtype).max)
+    return t
+
+
+def _wrap_allocator(fn):
+    def allocate(*a, **k):
+        return _poison(fn(*a, **k))
+    allocate.__name__ = getattr(fn, "__name__", "empty")
+    allocate.__doc__ = getattr(fn, "__doc__", None)
+    allocate.kagent_original = fn
+    return allocate
+
+
 @contextlib.contextmanager
 def poisoned_allocations(enabled=True):
+    """While active, torch.empty/empty_like/empty_strided and Tensor.new_empty fill what they
+    return. The wrappers poison only while a context is active: a candidate that bound one at import
+    (`from torch import empty`) keeps a wrapper that does nothing during benchmarks."""
     torch = torch_module()
     if not enabled:
         yield
         return
-    originals = {name: getattr(torch, name) for name in ("empty", "empty_like", "empty_strided")}
-    original_new_empty = torch.Tensor.new_empty
-
-    def poison(t):
-        if torch.is_tensor(t) and t.numel():
-            if t.is_floating_point() or t.is_complex():
-                t.fill_(float("nan"))
-            elif t.dtype != torch.bool:
-                t.fill_(torch.iinfo(t.dtype).max)
-        return t
-
-    def wrap(fn):
-        def poisoned(*a, **k):
-            return poison(fn(*a, **k))
-        poisoned.__name__ = getattr(fn, "__name__", "empty")
-        poisoned.__doc__ = getattr(fn, "__doc__", None)
-        return poisoned
-
-    for name, fn in originals.items():
-        setattr(torch, name, wrap(fn))
-    torch.Tensor.new_empty = wrap(original_new_empty)
+    if _POISON["depth"] == 0:
+        _POISON["originals"] = ({n: getattr(torch, n) for n in ("empty", "empty_like", "empty_strided")},
+                                torch.Tensor.new_empty)
+        for name, fn in _POISON["originals"][0].items():
+            setattr(torch, name, _wrap_allocator(fn))
+        torch.Tensor.new_empty = _wrap_allocator(_POISON["originals"][1])
+    _POISON["depth"] += 1
     try:
         yield
     finally:
-        for name, fn in originals.items():
-            setattr(torch, name, fn)
-        torch.Tensor.new_empty = original_new_empty
+        _POISON["depth"] -= 1
+        if _POISON["depth"] == 0:
+            for name, fn in _POISON["originals"][0].items():
+                setattr(torch, name, fn)
+            torch.Tensor.new_empty = _POISON["originals"][1]
 
 
 # --------------------------------------------------------------------------------------------------
@@ -400,6 +413,7 @@ class Problem:
         self.dtype_name = dtype_name
         self.dtype = dtype_of(dtype_name)
         self.size = size
+        self.seed = seed
         self.timings = {}
         self._compiled = None
         self._ref32 = None
@@ -417,8 +431,8 @@ class Problem:
             kw["device"] = device
         if "dtype" in params:
             kw["dtype"] = self.dtype
-        raw = get_inputs(**kw)
-        self.inputs = [self._prepare(t) for t in raw]
+        self._input_kw = kw
+        self.inputs = [self._prepare(t) for t in get_inputs(**kw)]
         get_init = getattr(self.module, "get_init_inputs", None)  # optional (SPEC 14 B.105)
         self.init_inputs = list(get_init()) if get_init else []
         model = self.module.Model(*self.init_inputs)
@@ -433,7 +447,7 @@ class Problem:
 
         t0 = time.perf_counter()
         with torch.no_grad():
-            self.expected = self.model(*self.inputs)
+            self.expected = self.model(*self.fresh_inputs())  # an in-place reference must not touch them
         synchronize(device)
         self.timings["reference_s"] = time.perf_counter() - t0
 
@@ -459,15 +473,27 @@ class Problem:
         torch = torch_module()
         return [t.clone() if torch.is_tensor(t) else t for t in self.inputs]
 
-    def reference32(self):
+    def reference32(self, inputs=None):
         """The reference recomputed in fp32, for an fp32 output of a 16-bit problem (SPEC 3.3)."""
         torch = torch_module()
-        if self._ref32 is None:
-            model = self.module.Model(*self.init_inputs).to(self.device).float().eval()
-            with torch.no_grad():
-                self._ref32 = model(*[t.float() if torch.is_tensor(t) and t.is_floating_point() else t
-                                      for t in self.inputs])
-        return self._ref32
+        if inputs is None and self._ref32 is not None:
+            return self._ref32
+        model = self.module.Model(*self.init_inputs).to(self.device).float().eval()
+        with torch.no_grad():
+            ref = model(*[t.float() if torch.is_tensor(t) and t.is_floating_point() else
+                          (t.clone() if torch.is_tensor(t) else t) for t in (inputs or self.inputs)])
+        if inputs is None:
+            self._ref32 = ref
+        return ref
+
+    def trial(self, index):
+        """Inputs and reference of extra correctness trial `index`: other random values (seed + index)."""
+        torch = torch_module()
+        torch.manual_seed(self.seed + index)
+        inputs = [self._prepare(t) for t in self.module.get_inputs(**self._input_kw)]
+        with torch.no_grad():
+            expected = self.model(*[t.clone() if torch.is_tensor(t) else t for t in inputs])
+        return inputs, expected
 
     def compiled(self):
         torch = torch_module()
@@ -508,10 +534,10 @@ def call_candidate(problem, candidate, inputs):
     return args[0] if out is None else out
 
 
-def compare(problem, out, rtol, atol):
-    """None when `out` matches the reference, else a failure message."""
-    torch = torch_module()
-    expected = problem.expected
+def compare(problem, out, rtol, atol, expected=None, ref32=None):
+    """None when `out` matches the reference (by default the cached one), else a failure message."""
+    if expected is None:
+        expected, ref32 = problem.expected, problem.reference32
     if isinstance(expected, (tuple, list)):
         if not isinstance(out, (tuple, list)) or len(out) != len(expected):
             return f"expected {len(expected)} outputs, got {type(out).__name__}"
@@ -520,7 +546,7 @@ def compare(problem, out, rtol, atol):
             if err:
                 return f"output {i}: {err}"
         return None
-    return compare_one(problem, out, expected, rtol, atol, problem.reference32)
+    return compare_one(problem, out, expected, rtol, atol, ref32)
 
 
 def compare_one(problem, out, expected, rtol, atol, ref32):
@@ -552,33 +578,50 @@ def compare_one(problem, out, expected, rtol, atol, ref32):
     return None
 
 
-def verify(problem, candidate, rtol=None, atol=None):
-    """Runs the candidate on fresh copies of the inputs with poisoned allocations; returns a result dict."""
+def verify(problem, candidate, rtol=None, atol=None, trials=1):
+    """Runs the candidate on fresh copies of the inputs with poisoned allocations; returns a result dict.
+
+    Trial 0 uses the cached inputs (run twice: the first call includes the JIT compile); trials
+    1..n-1 draw new random inputs (seed + trial) with their own reference, so a kernel that only
+    matches one particular input can not pass.
+    """
     torch = torch_module()
     d_rtol, d_atol = default_tolerance(problem.dtype_name)
     rtol = d_rtol if rtol is None else rtol
     atol = d_atol if atol is None else atol
     timings = {"import_s": candidate.import_s}
-    inputs = problem.fresh_inputs()
+
+    def run(inputs):
+        with torch.no_grad(), poisoned_allocations():
+            out = call_candidate(problem, candidate, inputs)
+        synchronize(problem.device)
+        return out
+
+    error = None
     with working_directory(os.path.dirname(os.path.abspath(candidate.path))):
         try:
             t0 = time.perf_counter()
-            with torch.no_grad(), poisoned_allocations():
-                out = call_candidate(problem, candidate, inputs)
-            synchronize(problem.device)
+            run(problem.fresh_inputs())
             timings["first_call_s"] = time.perf_counter() - t0  # JIT compile + one run
             t0 = time.perf_counter()
-            with torch.no_grad(), poisoned_allocations():
-                out = call_candidate(problem, candidate, problem.fresh_inputs())
-            synchronize(problem.device)
+            out = run(problem.fresh_inputs())
             timings["run_s"] = time.perf_counter() - t0
+            error = compare(problem, out, rtol, atol)
+            for k in range(1, max(1, int(trials))):
+                if error:
+                    break
+                inputs, expected = problem.trial(k)
+                out = run(inputs)
+                err = compare(problem, out, rtol, atol, expected, lambda: problem.reference32(inputs))
+                error = f"trial {k} (seed {problem.seed + k}): {err}" if err else None
+                del inputs, expected, out
         except CandidateError:
             raise
         except BaseException as exc:  # noqa: BLE001
             msg, tb = describe_exception(exc)
             raise CandidateError(msg, tb, is_poisoning(tb)) from None
-    error = compare(problem, out, rtol, atol)
-    return {"passed": error is None, "error": error, "rtol": rtol, "atol": atol, "timings": timings}
+    return {"passed": error is None, "error": error, "rtol": rtol, "atol": atol, "trials": max(1, int(trials)),
+            "timings": timings}
 
 
 # --------------------------------------------------------------------------------------------------

@@ -40,6 +40,7 @@ def main(argv=None):
     ap.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float16", "float32"])
     ap.add_argument("--size", default=None, help="problem size variant (KAGENT_PROBLEM_SIZE), e.g. small")
     ap.add_argument("--mode", default="both", choices=["verify", "benchmark", "both", "hash"])
+    ap.add_argument("--trials", type=int, default=1, help="correctness trials (extra ones use new random inputs)")
     ap.add_argument("--warmup", type=int, default=10, help="warm-up iterations (not timed)")
     ap.add_argument("--repeat", type=int, default=50, help="timed iterations")
     ap.add_argument("--targets", default="candidate,eager", help="comma list of candidate,eager,compile")
@@ -97,7 +98,7 @@ def main(argv=None):
         result = {}
         if args.mode in ("verify", "both"):
             t0 = time.perf_counter()
-            result["verify"] = core.verify(problem, cand)
+            result["verify"] = core.verify(problem, cand, trials=args.trials)
             cold["verify_s"] = time.perf_counter() - t0
             if not result["verify"]["passed"]:
                 reply.update(kind="mismatch", error=result["verify"]["error"])

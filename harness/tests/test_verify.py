@@ -99,6 +99,35 @@ class Verify(unittest.TestCase):
         self.assertFalse(torch.isnan(torch.empty(1000).fill_(0)).any())  # restored afterwards
         self.assertIs(torch.empty, core.torch_module().empty)
 
+    def test_allocators_bound_at_import_poison_only_during_verification(self):
+        torch = core.torch_module()
+        cand = support.candidate(self.tmp.name, "from torch import empty\n"
+                                 "def kernel_function(A, B):\n    return empty(3)\n")
+        with core.poisoned_allocations():
+            self.assertTrue(torch.isnan(cand.fn(None, None)).all())
+        self.assertIsNot(torch.empty, cand.module.empty)  # the real allocator is back in torch
+        out = cand.fn(None, None)
+        self.assertEqual(out.shape, (3,))  # outside verification the wrapper fills nothing
+        self.assertTrue(hasattr(cand.module.empty, "kagent_original"))
+
+    def test_memoizing_kernel_fails_on_a_second_random_trial(self):
+        code = ("import torch\n_cache = {}\n"
+                "def kernel_function(A, B):\n"
+                "    if 'y' not in _cache:\n"
+                "        _cache['y'] = (A.float() * B.float().T).sum(1, keepdim=True).to(A.dtype)\n"
+                "    return _cache['y'].clone()\n")
+        one = self.verify(support.MATVEC, code)
+        self.assertTrue(one["passed"], one["error"])  # same inputs every call: the cache looks right
+        more = core.verify(support.problem(support.MATVEC), support.candidate(self.tmp.name, code, "k2.py"),
+                           trials=2)
+        self.assertFalse(more["passed"])
+        self.assertTrue(more["error"].startswith("trial 1 (seed 1): FAIL: max difference = "), more["error"])
+        with open(os.path.join(support.MATVEC, "input.py")) as f:
+            good = core.verify(support.problem(support.MATVEC), support.candidate(self.tmp.name, f.read(), "k3.py"),
+                               trials=3)
+        self.assertTrue(good["passed"], good["error"])
+        self.assertEqual(good["trials"], 3)
+
     def test_exception_is_reported_with_its_message(self):
         with self.assertRaises(core.CandidateError) as cm:
             self.verify(support.MATVEC, RAISING)
