@@ -15,6 +15,8 @@
 #include <thread>
 #include <vector>
 
+#include <fmt/format.h>
+
 namespace kagent {
 
 namespace {
@@ -298,30 +300,38 @@ evaluator_reply evaluator_client::exchange(const nlohmann::json& req, millisecon
     return finish(r);
   };
 
+  const auto deadline = t0 + timeout;
+  auto timed_out = [&] {
+    pid_t pid = pid_;
+    kill_and_reap(false);
+    evaluator_reply r;
+    r.failure = evaluator_failure::timeout;
+    r.stderr_tail = failure_tail();
+    r.message = fmt::format("evaluator request '{}' timed out after {:g} s; process group {} killed", op,
+                            std::chrono::duration<double>(timeout).count(), pid);
+    return finish(r);
+  };
+  auto ms_left = [&] { return std::chrono::duration_cast<milliseconds>(deadline - clock_type::now()).count(); };
+
+  // Sending is under the same deadline: a wedged server could leave a large request unread.
   const std::string line = req.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
   size_t sent = 0;
   while (sent < line.size()) {
-    ssize_t n = ::send(sock_, line.data() + sent, line.size() - sent, MSG_NOSIGNAL);
-    if (n < 0 && errno == EINTR) continue;
+    if (ms_left() <= 0) return timed_out();
+    pollfd p{sock_, POLLOUT, 0};
+    int pr = ::poll(&p, 1, static_cast<int>(std::min<long long>(ms_left(), 1000)));
+    if (pr < 0 && errno != EINTR) return died("(poll failed) before");
+    if (pr <= 0) continue;
+    ssize_t n = ::send(sock_, line.data() + sent, line.size() - sent, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
     if (n <= 0) return died("before it could receive");
     sent += static_cast<size_t>(n);
   }
 
-  const auto deadline = t0 + timeout;
   size_t eol;
   while ((eol = buffer_.find('\n')) == std::string::npos) {
-    auto left = std::chrono::duration_cast<milliseconds>(deadline - clock_type::now()).count();
-    if (left <= 0) {
-      pid_t pid = pid_;
-      kill_and_reap(false);
-      evaluator_reply r;
-      r.failure = evaluator_failure::timeout;
-      r.stderr_tail = failure_tail();
-      r.message = "evaluator request '" + op + "' timed out after " +
-                  std::to_string(std::chrono::duration<double>(timeout).count()) + " s; process group " +
-                  std::to_string(pid) + " killed";
-      return finish(r);
-    }
+    auto left = ms_left();
+    if (left <= 0) return timed_out();
     pollfd p{sock_, POLLIN, 0};
     int pr = ::poll(&p, 1, static_cast<int>(std::min<long long>(left, 1000)));
     if (pr < 0 && errno != EINTR) return died("(poll failed) during");

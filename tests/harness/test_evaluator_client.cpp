@@ -43,6 +43,8 @@ while True:
     elif op == "load_problem":
         with open(os.path.join(req["count_dir"], "loads"), "a") as f:
             f.write(req["problem"] + "\n")
+    elif op == "size":
+        reply["result"] = {"bytes": len(req["payload"]), "echo": req["payload"][-16:]}
     elif op == "grandchild":
         reply["result"] = {"pid": subprocess.Popen(["sleep", "300"]).pid}
     elif op == "hang":
@@ -237,6 +239,16 @@ TEST_F(EvaluatorClient, PoisonedServerIsReapedAndReplaced) {
   EXPECT_FALSE(c.running());
   EXPECT_TRUE(group_gone(first));
   EXPECT_TRUE(c.ping().ok());
+}
+
+TEST_F(EvaluatorClient, LargeRequestsAndRepliesCrossTheSocketWhole) {
+  evaluator_client c(options());
+  std::string payload(3 << 20, 'x');
+  payload += "end-of-payload-1";
+  auto r = c.request({{"op", "size"}, {"payload", payload}}, 30s);
+  ASSERT_TRUE(r.ok()) << r.message;
+  EXPECT_EQ(r.body["result"]["bytes"].get<size_t>(), payload.size());
+  EXPECT_EQ(r.body["result"]["echo"], "end-of-payload-1");
 }
 
 TEST_F(EvaluatorClient, MissingInterpreterIsASpawnFailure) {
