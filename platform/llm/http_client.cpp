@@ -186,7 +186,10 @@ struct http_client::impl {
     if (u.tls()) {
       c->tls.emplace(std::move(*c->tcp), ctx);
       c->tcp.reset();
-      if (!SSL_set_tlsext_host_name(c->tls->native_handle(), u.host.c_str()))
+      // SNI carries names only (RFC 6066); an IP literal is still checked against the certificate.
+      beast::error_code ip_ec;
+      asio::ip::make_address(u.host, ip_ec);
+      if (ip_ec && !SSL_set_tlsext_host_name(c->tls->native_handle(), u.host.c_str()))
         throw http_error("tls", "cannot set SNI host name '" + u.host + "'");
       c->tls->set_verify_mode(ssl::verify_peer);
       c->tls->set_verify_callback(ssl::host_name_verification(u.host));

@@ -3,6 +3,7 @@
 #include <boost/asio/connect.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/read_until.hpp>
+#include <boost/asio/ssl.hpp>
 #include <boost/asio/streambuf.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/core.hpp>
@@ -110,9 +111,25 @@ struct loopback_server::impl : acceptor_base {
   reply_fn fn;
   std::atomic<int> n_conn{0}, n_req{0};
   std::vector<received_request> seen;
+  std::vector<std::string> snis;
+  std::unique_ptr<asio::ssl::context> tls;
   void on_accept() override { ++n_conn; }
 
-  void serve(tcp::socket& s) {
+  void serve(tcp::socket& sock) {
+    if (!tls) return serve_stream(sock);
+    asio::ssl::stream<tcp::socket&> ss(sock, *tls);
+    boost::system::error_code ec;
+    ss.handshake(asio::ssl::stream_base::server, ec);
+    {
+      const char* name = SSL_get_servername(ss.native_handle(), TLSEXT_NAMETYPE_host_name);
+      std::lock_guard lk(m);
+      snis.push_back(name ? name : "");
+    }
+    if (!ec) serve_stream(ss);
+  }
+
+  template <class Stream>
+  void serve_stream(Stream& s) {
     beast::flat_buffer buf;
     for (;;) {
       http::request<http::string_body> req;
@@ -173,8 +190,13 @@ struct loopback_server::impl : acceptor_base {
   }
 };
 
-loopback_server::loopback_server(reply_fn fn) : p_(std::make_unique<impl>()) {
+loopback_server::loopback_server(reply_fn fn, const tls_files* tls) : p_(std::make_unique<impl>()) {
   p_->fn = std::move(fn);
+  if (tls) {
+    p_->tls = std::make_unique<asio::ssl::context>(asio::ssl::context::tls_server);
+    p_->tls->use_certificate_chain_file(tls->cert_pem);
+    p_->tls->use_private_key_file(tls->key_pem, asio::ssl::context::pem);
+  }
   p_->start([this](tcp::socket& s) { p_->serve(s); });
 }
 loopback_server::~loopback_server() { p_->stop(); }
@@ -185,6 +207,10 @@ int loopback_server::requests() const { return p_->n_req; }
 std::vector<received_request> loopback_server::received() const {
   std::lock_guard lk(p_->m);
   return p_->seen;
+}
+std::vector<std::string> loopback_server::sni_names() const {
+  std::lock_guard lk(p_->m);
+  return p_->snis;
 }
 
 // ---- proxy -----------------------------------------------------------------------------------------

@@ -35,15 +35,23 @@ struct scripted_reply {
 
 using reply_fn = std::function<scripted_reply(const received_request& req, int index)>;
 
+/// PEM files of a server certificate and key: the server then speaks HTTPS.
+struct tls_files {
+  std::string cert_pem;
+  std::string key_pem;
+};
+
 class loopback_server {
 public:
-  explicit loopback_server(reply_fn fn);
+  explicit loopback_server(reply_fn fn, const tls_files* tls = nullptr);
   ~loopback_server();
   std::string url() const;
   int port() const;
   int connections() const;
   int requests() const;
   std::vector<received_request> received() const;
+  /// SNI host names sent by TLS clients, one per handshake ("" when none was sent).
+  std::vector<std::string> sni_names() const;
 
 private:
   struct impl;

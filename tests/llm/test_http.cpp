@@ -465,3 +465,93 @@ TEST(LlmHttp, RecordingsNeverContainTheKey) {
   EXPECT_TRUE(fs::exists(dir / "optimize_002.json"));
   fs::remove_all(dir);
 }
+
+// ---- HTTPS: a throw-away certificate for "localhost", trusted through SSL_CERT_FILE -------------------
+
+namespace {
+
+struct test_cert {
+  fs::path dir;
+  tls_files files;
+  bool ok = false;
+  test_cert() {
+    dir = fs::temp_directory_path() / ("kagent_llm_tls_" + std::to_string(::getpid()));
+    fs::create_directories(dir);
+    files = {(dir / "cert.pem").string(), (dir / "key.pem").string()};
+    std::string cmd = "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 "
+                      "-subj /CN=localhost -addext subjectAltName=DNS:localhost -keyout " + files.key_pem +
+                      " -out " + files.cert_pem + " >/dev/null 2>&1";
+    ok = std::system(cmd.c_str()) == 0 && fs::exists(files.cert_pem);
+  }
+  ~test_cert() { fs::remove_all(dir); }
+};
+
+// OpenSSL reads SSL_CERT_FILE when the client's context loads the default paths (its constructor).
+struct trust_file {
+  explicit trust_file(const std::string& path) { ::setenv("SSL_CERT_FILE", path.c_str(), 1); }
+  ~trust_file() { ::unsetenv("SSL_CERT_FILE"); }
+};
+
+}  // namespace
+
+TEST(LlmHttps, VerifiedTlsWithSni) {
+  test_cert cert;
+  if (!cert.ok) GTEST_SKIP() << "the openssl command is not available to make a test certificate";
+  loopback_server srv([](const received_request&, int) { return anthropic_sse("over tls"); }, &cert.files);
+  trust_file trust(cert.files.cert_pem);
+  auto p = provider_for(settings("anthropic", "https://localhost:" + std::to_string(srv.port()), "claude-opus-4-6"));
+  EXPECT_EQ(p->complete(make_request()).text, "over tls");
+  EXPECT_EQ(p->complete(make_request()).text, "over tls");
+  EXPECT_EQ(srv.connections(), 1);  // keep-alive over TLS too
+  ASSERT_EQ(srv.sni_names().size(), 1u);
+  EXPECT_EQ(srv.sni_names()[0], "localhost");
+  EXPECT_EQ(srv.received().at(0).header("x-api-key"), kKey);
+}
+
+TEST(LlmHttps, UntrustedCertificateIsRejected) {
+  test_cert cert;
+  if (!cert.ok) GTEST_SKIP() << "the openssl command is not available to make a test certificate";
+  loopback_server srv([](const received_request&, int) { return anthropic_sse("must not arrive"); }, &cert.files);
+  trust_file trust((cert.dir / "missing.pem").string());  // trust nothing
+  auto p = provider_for(settings("anthropic", "https://localhost:" + std::to_string(srv.port()), "claude-opus-4-6"));
+  try {
+    p->complete(make_request());
+    FAIL();
+  } catch (const llm_error& e) {
+    EXPECT_EQ(e.kind(), llm_error_kind::connection);
+    EXPECT_NE(std::string(e.what()).find("certificate verify failed"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(srv.requests(), 0);
+}
+
+TEST(LlmHttps, HostNameMismatchIsRejected) {
+  test_cert cert;
+  if (!cert.ok) GTEST_SKIP() << "the openssl command is not available to make a test certificate";
+  loopback_server srv([](const received_request&, int) { return anthropic_sse("must not arrive"); }, &cert.files);
+  trust_file trust(cert.files.cert_pem);
+  // Trusted certificate, but for "localhost", not for the address the client asked for.
+  auto p = provider_for(settings("anthropic", "https://127.0.0.1:" + std::to_string(srv.port()), "claude-opus-4-6"));
+  try {
+    p->complete(make_request());
+    FAIL();
+  } catch (const llm_error& e) {
+    EXPECT_EQ(e.kind(), llm_error_kind::connection);
+    EXPECT_NE(std::string(e.what()).find("certificate verify failed"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(srv.requests(), 0);
+  EXPECT_EQ(srv.sni_names().at(0), "");  // no SNI for an IP literal
+}
+
+TEST(LlmHttps, ThroughConnectProxy) {
+  test_cert cert;
+  if (!cert.ok) GTEST_SKIP() << "the openssl command is not available to make a test certificate";
+  loopback_server srv([](const received_request&, int) { return anthropic_sse("tunnelled"); }, &cert.files);
+  forward_proxy proxy;
+  trust_file trust(cert.files.cert_pem);
+  auto p = provider_for(settings("anthropic", "https://localhost:" + std::to_string(srv.port()), "claude-opus-4-6"),
+                        env_map{{"HTTPS_PROXY", proxy.url()}, {"HTTP_PROXY", "http://127.0.0.1:1"}});
+  EXPECT_EQ(p->complete(make_request()).text, "tunnelled");
+  ASSERT_EQ(proxy.request_lines().size(), 1u);
+  EXPECT_EQ(proxy.request_lines()[0], "CONNECT localhost:" + std::to_string(srv.port()) + " HTTP/1.1");
+  EXPECT_EQ(srv.sni_names().at(0), "localhost");
+}
