@@ -254,7 +254,7 @@ provider_settings resolve_provider(const llm_config& cfg, const std::string& fal
 }
 
 std::shared_ptr<llm_provider> make_provider(const provider_settings& s, std::shared_ptr<http_client> http) {
-  if (s.provider == "replay") return std::make_shared<replay_provider>(s.replay_dir, replay_options{}, s.model);
+  if (s.provider == "replay") return std::make_shared<replay_provider>(s.replay_dir, replay_options{s.replay_cycle, s.replay_by_hash}, s.model);
   if (!http) http = std::make_shared<http_client>();
   return std::make_shared<http_provider>(s, std::move(http));
 }

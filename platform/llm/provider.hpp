@@ -40,6 +40,8 @@ struct provider_settings {
   double idle_timeout_s = 120;
   double timeout_s = 600;
   std::string replay_dir;
+  bool replay_cycle = false;    ///< replay: start a purpose over when its replies run out (default: fail)
+  bool replay_by_hash = false;  ///< replay: match recordings by request hash instead of order
   /// Where the choice came from, for `ask` and the run log ("llm.provider", "model registry", ...).
   std::string reason;
 };
