@@ -5,6 +5,7 @@
 #include "platform/common/errors.hpp"
 #include "platform/llm/dotenv.hpp"
 #include "platform/llm/http_client.hpp"
+#include "platform/llm/http_util.hpp"
 #include "platform/llm/replay.hpp"
 #include "platform/llm/wire.hpp"
 
@@ -65,7 +66,7 @@ private:
 
     http_request hr;
     hr.method = "POST";
-    hr.url = join_url(s_.base_url, api_path(api));
+    hr.url = join_url(s_.base_url, endpoint_path(api));
     if (api == api_kind::relay && hr.url.find("://") != std::string::npos &&
         hr.url.find('/', hr.url.find("://") + 3) == std::string::npos)
       hr.url += "/";
@@ -127,6 +128,24 @@ private:
     if (out.model.empty()) out.model = model;
     out.raw_status = res.status;
     return out;
+  }
+
+  // Base URLs are forgiving about /v1: "https://gw/anthropic/v1" does not become .../v1/v1/messages,
+  // and a bare "http://localhost:8000" for an OpenAI-style server gets the /v1 every such server uses.
+  std::string endpoint_path(api_kind api) const {
+    std::string base = s_.base_url;
+    while (!base.empty() && base.back() == '/') base.pop_back();
+    bool ends_v1 = base.size() >= 3 && base.compare(base.size() - 3, 3, "/v1") == 0;
+    if (api == api_kind::anthropic) return ends_v1 ? "/messages" : "/v1/messages";
+    if (api == api_kind::openai_chat || api == api_kind::openai_responses) {
+      std::string target;
+      try {
+        target = parse_url(base).target;
+      } catch (const std::invalid_argument&) {
+      }
+      return (target == "/" ? "/v1" : "") + api_path(api);
+    }
+    return api_path(api);
   }
 
   provider_settings s_;

@@ -5,6 +5,7 @@
 #include <fstream>
 #include <random>
 #include <sstream>
+#include <atomic>
 #include <thread>
 #include <unistd.h>
 
@@ -554,4 +555,36 @@ TEST(LlmHttps, ThroughConnectProxy) {
   ASSERT_EQ(proxy.request_lines().size(), 1u);
   EXPECT_EQ(proxy.request_lines()[0], "CONNECT localhost:" + std::to_string(srv.port()) + " HTTP/1.1");
   EXPECT_EQ(srv.sni_names().at(0), "localhost");
+}
+
+TEST(LlmHttp, BaseUrlsAreForgivingAboutV1) {
+  loopback_server srv([](const received_request& rq, int) {
+    return rq.target.rfind("/v1/messages", 0) == 0 ? anthropic_json("a") : openai_json("o");
+  });
+  EXPECT_EQ(provider_for(settings("anthropic", srv.url() + "/v1", "claude-opus-4-6", false))->complete(make_request()).text, "a");
+  EXPECT_EQ(provider_for(settings("openai_compatible", srv.url(), "llama", false))->complete(make_request()).text, "o");
+  EXPECT_EQ(srv.received().at(0).target, "/v1/messages");
+  EXPECT_EQ(srv.received().at(1).target, "/v1/chat/completions");
+}
+
+TEST(LlmHttp, ConcurrentCallsShareThePool) {
+  loopback_server srv([](const received_request& rq, int) {
+    return anthropic_sse("reply to " + json::parse(rq.body)["messages"][0]["content"].get<std::string>());
+  });
+  auto http = std::make_shared<http_client>(env_map{}, 8);
+  auto p = make_provider(settings("anthropic", srv.url(), "claude-opus-4-6"), http);
+  std::vector<std::thread> threads;
+  std::atomic<int> ok{0};
+  for (int t = 0; t < 6; ++t)
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 5; ++i) {
+        auto req = make_request();
+        req.messages[0].content = std::to_string(t * 100 + i);  // (g++ 12 -Wrestrict misfires on "t" + ...)
+        if (p->complete(req).text == "reply to " + req.messages[0].content) ++ok;
+      }
+    });
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(ok, 30);
+  EXPECT_EQ(srv.requests(), 30);
+  EXPECT_LE(srv.connections(), 6);  // connections are reused, never more than the threads in flight
 }
