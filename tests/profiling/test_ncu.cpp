@@ -1,0 +1,145 @@
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+
+#include "platform/common/errors.hpp"
+#include "platform/nvidia/ncu_parse.hpp"
+#include "platform/nvidia/ncu_plan.hpp"
+#include "platform/rocm/profile_common.hpp"
+#include "test_support.hpp"
+
+using namespace kagent;
+using kagent::test::fixture;
+using kagent::test::scratch_dir;
+using kagent::test::write_file;
+
+namespace {
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "";
+}
+bool has(const std::vector<std::string>& v, const std::string& s) { return std::find(v.begin(), v.end(), s) != v.end(); }
+} // namespace
+
+TEST(NcuPlan, FiltersByKernelNameWithoutLaunchSkipAndUsesAPerKernelLogFile) {
+  auto inv = plan_ncu({"python3", "/art/ncu_wrapper.py", "/art", "w1_r2_sol", "/usr/local/cuda/bin/ncu",
+                       "matvec_kernel", false});
+  const auto& a = inv.argv;
+  EXPECT_EQ(a[0], "/usr/local/cuda/bin/ncu");
+  auto k = std::find(a.begin(), a.end(), "--kernel-name");
+  ASSERT_NE(k, a.end());
+  EXPECT_EQ(*(k + 1), "matvec_kernel");
+  // A fixed skip counts autotune and at:: launches (SPEC §14 B.86); the parser takes the last dispatch.
+  EXPECT_FALSE(has(a, "--launch-skip"));
+  EXPECT_FALSE(has(a, "--launch-count"));
+  for (const char* f : {"--csv", "raw", "base", "demangled", "kernel"}) EXPECT_TRUE(has(a, f)) << f;
+  EXPECT_EQ(inv.log_file, "/art/w1_r2_sol_ncu.csv");
+  EXPECT_EQ(inv.expected_outputs, std::vector<std::string>{"/art/w1_r2_sol_ncu.csv"});
+  EXPECT_EQ(a[a.size() - 2], "python3");
+  EXPECT_EQ(a.back(), "/art/ncu_wrapper.py");
+  auto m = std::find(a.begin(), a.end(), "--metrics");
+  ASSERT_NE(m, a.end());
+  auto list = *(m + 1);
+  EXPECT_EQ(std::count(list.begin(), list.end(), ',') + 1, 30);
+  EXPECT_NE(list.find("sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed"), std::string::npos);
+  EXPECT_EQ(inv.env_overrides.at("TRITON_CACHE_DIR"), "/art/.triton_cache");
+  auto other = plan_ncu({"python3", "/art/ncu_wrapper.py", "/art", "w1_r2_current", "/x/ncu", "", false});
+  EXPECT_NE(other.log_file, inv.log_file);  // the SOL profile never overwrites the round profile (B.107)
+  EXPECT_FALSE(has(other.argv, "--kernel-name"));
+}
+
+TEST(NcuPlan, SudoPrefixOnlyWhenAsked) {
+  auto inv = plan_ncu({"python3", "/w.py", "/art", "k", "/bin/ncu", "", true});
+  EXPECT_EQ(inv.argv[0], "sudo");
+  EXPECT_EQ(inv.argv[1], "-E");
+  EXPECT_EQ(inv.argv[2].rfind("--preserve-env=PATH,LD_LIBRARY_PATH,CUDA_VISIBLE_DEVICES", 0), 0u);
+  EXPECT_EQ(inv.argv[3], "/bin/ncu");
+  EXPECT_TRUE(ncu_sudo_requested({{"KAGENT_NCU_USE_SUDO", "1"}}));
+  EXPECT_FALSE(ncu_sudo_requested({{"KAGENT_NCU_USE_SUDO", "0"}}));
+}
+
+TEST(NcuPlan, BinaryLookup) {
+  scratch_dir d("ncu");
+  write_file(d / "bin/ncu", "#!/bin/sh\n");
+  std::filesystem::permissions(d.path / "bin/ncu", std::filesystem::perms::owner_all);
+  platform_kwargs kw;
+  kw.ncu_bin_path = d / "bin/ncu";
+  EXPECT_EQ(find_ncu_binary(kw, {}), d / "bin/ncu");
+  EXPECT_EQ(find_ncu_binary({}, {{"PATH", d / "bin"}}), d / "bin/ncu");
+  EXPECT_EQ(find_ncu_binary({}, {{"PATH", "/nonexistent"}}, {d / "bin"}), d / "bin/ncu");
+  EXPECT_THROW(find_ncu_binary({}, {{"PATH", "/nonexistent"}}, {}), run_error);
+  kw.ncu_bin_path = d / "missing/ncu";
+  EXPECT_THROW(find_ncu_binary(kw, {}), user_error);
+}
+
+TEST(NcuParse, RealShapeSkipsCommentsAndUnitsAndStripsThousandsSeparators) {
+  auto t = parse_ncu_csv(read_text_file(fixture("ncu_h200_matvec/ncu_raw.csv")));
+  ASSERT_EQ(t.rows.size(), 6u);
+  EXPECT_EQ(t.units.at("dram__bytes_read.sum"), "byte");
+  EXPECT_EQ(t.units.at("sm__throughput.avg.pct_of_peak_sustained_elapsed"), "%");
+  const auto& r = t.rows[4];
+  EXPECT_EQ(r.kernel_name, "matvec_kernel");
+  EXPECT_DOUBLE_EQ(r.metrics.at("sm__cycles_active.avg"), 213152);
+  EXPECT_DOUBLE_EQ(r.metrics.at("launch__shared_mem_per_block_allocated"), 1024);
+  EXPECT_EQ(r.metrics.count("sm__inst_executed_pipe_tensor.avg.pct_of_peak_sustained_active"), 0u);  // "n/a"
+  EXPECT_EQ(r.metrics.count("device__attribute_clock_rate"), 0u);
+}
+
+TEST(NcuParse, TheTargetKernelsLastDispatchIsChosenNeverTheLastRowOfTheTable) {
+  auto t = parse_ncu_csv(read_text_file(fixture("ncu_h200_matvec/ncu_raw.csv")));
+  ASSERT_NE(t.rows.back().kernel_name.find("at::"), std::string::npos);  // the real output's last row
+  auto by_name = select_ncu_kernel(t, std::string("matvec_kernel"));
+  EXPECT_EQ(by_name.kernel_name, "matvec_kernel");
+  EXPECT_EQ(*by_name.id, 4);
+  EXPECT_EQ(by_name.dispatch_count, 4);
+  EXPECT_TRUE(by_name.chosen_by_name);
+  EXPECT_DOUBLE_EQ(by_name.metrics.at("sm__throughput.avg.pct_of_peak_sustained_elapsed"), 37.52);
+  EXPECT_DOUBLE_EQ(by_name.metrics.at("gpu__time_duration.sum"), 7460000);
+  // No name known: the busiest kernel without at:: (the at:: reduce is busier), its last dispatch.
+  auto busiest = select_ncu_kernel(t);
+  EXPECT_EQ(busiest.kernel_name, "matvec_kernel");
+  EXPECT_EQ(*busiest.id, 4);
+  EXPECT_FALSE(busiest.chosen_by_name);
+  EXPECT_EQ(error_of([&] { select_ncu_kernel(t, std::string("nope")); }), "ncu CSV has no dispatch of kernel 'nope'");
+}
+
+TEST(NcuParse, HeaderWithoutUnitsRowAndDemangledSignatureMatch) {
+  auto t = parse_ncu_csv("\"ID\",\"Kernel Name\",\"sm__throughput.avg.pct_of_peak_sustained_elapsed\"\n"
+                         "\"0\",\"add_kernel(float*, int)\",\"12.5\"\n"
+                         "\"1\",\"add_kernel(float*, int)\",\"13.5\"\n");
+  EXPECT_TRUE(t.units.empty());
+  auto s = select_ncu_kernel(t, std::string("add_kernel"));
+  EXPECT_EQ(*s.id, 1);
+  EXPECT_THROW(parse_ncu_csv("==PROF== nothing\n"), run_error);
+  auto at_only = parse_ncu_csv("\"ID\",\"Kernel Name\",\"gpu__time_duration.sum\"\n\"0\",\"at::x\",\"5\"\n");
+  EXPECT_EQ(error_of([&] { select_ncu_kernel(at_only); }), "ncu CSV lists no kernel outside at::");
+}
+
+TEST(NcuErrors, PermissionErrorSaysHowToFixIt) {
+  auto msg = ncu_failure_message(
+      1, "==ERROR== ERR_NVGPUCTRPERM - The user does not have permission to access NVIDIA GPU Performance Counters",
+      false);
+  EXPECT_NE(msg.find("ERR_NVGPUCTRPERM"), std::string::npos);
+  EXPECT_NE(msg.find("KAGENT_NCU_USE_SUDO=1"), std::string::npos);
+  EXPECT_NE(msg.find("NVreg_RestrictProfilingToAdminUsers=0"), std::string::npos);
+  auto sudo = ncu_failure_message(1, "requires root", true);
+  EXPECT_EQ(sudo.find("KAGENT_NCU_USE_SUDO"), std::string::npos);
+  EXPECT_FALSE(ncu_permission_error("segfault", false));
+  std::string long_out(800, 'x');
+  EXPECT_EQ(ncu_failure_message(3, long_out, false), "ncu failed with return code 3: " + std::string(500, 'x'));
+}
+
+TEST(NcuErrors, MissingShortAndEmptyLogFiles) {
+  scratch_dir d("ncu-files");
+  EXPECT_EQ(error_of([&] { load_ncu_csv(d / "none.csv"); }).rfind("ncu completed without a CSV", 0), 0u);
+  write_file(d / "short.csv", "\"ID\"\n");
+  EXPECT_EQ(error_of([&] { load_ncu_csv(d / "short.csv"); }).rfind("ncu CSV is likely empty", 0), 0u);
+  write_file(d / "none_profiled.csv", "==PROF== Disconnected from process 1\n==WARNING== No kernels were profiled.\n");
+  EXPECT_NE(error_of([&] { load_ncu_csv(d / "none_profiled.csv", "matvec_kernel"); }).find("--kernel-name matvec_kernel"),
+            std::string::npos);
+}
