@@ -264,8 +264,8 @@ TEST(FakeNcu, EndToEndFilteredProfileSelectsTheMeasuredLaunch) {
   EXPECT_EQ(*sel.id, 4);
   nvidia_roofline_analyzer an({});
   auto v = an.analyze(sel.metrics);
-  EXPECT_DOUBLE_EQ(*v.memory_sol_pct, 84.31);
-  EXPECT_EQ(v.bottleneck, "memory");
+  EXPECT_DOUBLE_EQ(*v.memory_sol_pct, 12.41);
+  EXPECT_EQ(v.bottleneck, "underutilized");  // 4 GiB in 7.46 ms: 576 GB/s of 4.8 TB/s
 }
 
 TEST(FakeNcu, PermissionErrorAndNoKernelsProfiled) {

@@ -90,8 +90,8 @@ TEST(InspectProfile, NvidiaPicksTheTargetsLastLaunchNotTheLastRow) {
   auto j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["kernel"], "matvec_kernel");
   EXPECT_EQ(j["dispatch"]["id"], 4);
-  EXPECT_DOUBLE_EQ(j["roofline"]["memory_sol_pct"].get<double>(), 84.31);
-  EXPECT_EQ(j["roofline"]["bottleneck"], "memory");
+  EXPECT_DOUBLE_EQ(j["roofline"]["memory_sol_pct"].get<double>(), 12.41);
+  EXPECT_EQ(j["roofline"]["bottleneck"], "underutilized");
   auto text = cli({"nvidia", "--ncu-csv", fixture("ncu_h200_matvec/ncu_raw.csv"), "--gpu-name", "NVIDIA H200",
                    "--kernel", "matvec_kernel"});
   ASSERT_EQ(text.exit_code, 0) << text.err;
