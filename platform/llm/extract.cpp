@@ -86,6 +86,20 @@ bool looks_like_python(const std::string& s) {
   return s.find("def ") != std::string::npos || s.find("import ") != std::string::npos;
 }
 
+// Unfenced code often follows a sentence of prose: start at the first line that opens Python code.
+std::string strip_leading_prose(const std::string& reply) {
+  size_t pos = 0;
+  while (pos < reply.size()) {
+    size_t eol = reply.find('\n', pos);
+    std::string line = trim(reply.substr(pos, eol == std::string::npos ? std::string::npos : eol - pos));
+    for (const char* p : {"import ", "from ", "def ", "async def ", "class ", "@", "#"})
+      if (line.rfind(p, 0) == 0) return reply.substr(pos);
+    if (eol == std::string::npos) break;
+    pos = eol + 1;
+  }
+  return reply;
+}
+
 }  // namespace
 
 code_extraction extract_kernel(const std::string& reply, size_t min_chars) {
@@ -110,7 +124,7 @@ code_extraction extract_kernel(const std::string& reply, size_t min_chars) {
       return r;
     }
   } else if (looks_like_python(reply)) {
-    r.code = trim(reply) + "\n";
+    r.code = trim(strip_leading_prose(reply)) + "\n";
   } else {
     r.reason = "the reply contains no code block; answer with the complete kernel in one ```python code block";
     return r;

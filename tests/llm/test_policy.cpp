@@ -191,6 +191,9 @@ TEST(LlmExtract, GenericFenceAndBareCode) {
   auto bare = extract_kernel(kernel());
   EXPECT_TRUE(bare.ok) << bare.reason;
   EXPECT_EQ(bare.code, kernel());
+  auto prose_first = extract_kernel("Sure, here it is:\n\n" + kernel());
+  EXPECT_TRUE(prose_first.ok) << prose_first.reason;
+  EXPECT_EQ(prose_first.code, kernel());
 }
 
 TEST(LlmExtract, RejectionsCarryAQuotableReason) {
