@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "platform/common/errors.hpp"
+#include "platform/nvidia/ncu_plan.hpp"
 #include "platform/rocm/profile_common.hpp"
 
 namespace kagent {
@@ -113,7 +114,11 @@ ncu_selection select_ncu_kernel(const ncu_table& t, const std::optional<std::str
   if (!chosen) throw run_error("ncu CSV has no dispatch of kernel '" + want + "'");
   s.kernel_name = chosen->kernel_name;
   s.id = chosen->id;
-  for (const auto& [k, v] : chosen->metrics) s.metrics[k] = round_to(v, 3);
+  const auto& wanted = ncu_metric_list();
+  for (const auto& [k, v] : chosen->metrics) {
+    s.all_metrics[k] = round_to(v, 3);
+    if (std::find(wanted.begin(), wanted.end(), k) != wanted.end()) s.metrics[k] = round_to(v, 3);
+  }
   return s;
 }
 
@@ -156,7 +161,8 @@ void to_json(nlohmann::json& j, const ncu_selection& s) {
                      {"id", s.id ? nlohmann::json(*s.id) : nlohmann::json(nullptr)},
                      {"dispatch_count", s.dispatch_count},
                      {"chosen_by_name", s.chosen_by_name},
-                     {"metrics", s.metrics}};
+                     {"metrics", s.metrics},
+                     {"all_metrics", s.all_metrics}};
 }
 
 } // namespace kagent

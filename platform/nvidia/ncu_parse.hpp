@@ -32,7 +32,10 @@ struct ncu_selection {
   std::optional<long long> id;   ///< ID of the chosen launch
   int dispatch_count = 0;        ///< launches of that kernel in the table
   bool chosen_by_name = false;   ///< false: busiest non-at:: kernel
-  metric_map metrics;            ///< flat metrics of the chosen launch (rounded to 3 places)
+  /// The requested metrics (ncu_metric_list()) of the chosen launch, flat, rounded to 3 places: what
+  /// the roofline and prompts use. Real raw pages add ~100 launch__/nvlink__/numa__ columns.
+  metric_map metrics;
+  metric_map all_metrics;        ///< every numeric metric column of that launch
 };
 
 /// With `kernel`: rows whose name equals it (or is it followed by '(' — a demangled signature);

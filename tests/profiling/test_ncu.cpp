@@ -143,3 +143,35 @@ TEST(NcuErrors, MissingShortAndEmptyLogFiles) {
   EXPECT_NE(error_of([&] { load_ncu_csv(d / "none_profiled.csv", "matvec_kernel"); }).find("--kernel-name matvec_kernel"),
             std::string::npos);
 }
+
+// Captured on the lent H200 (ncu 2025.3.1) with tests/fakes/fixtures/profiling/ncu_h200_real/capture.sh:
+// a Triton add kernel after at:: conversions, 3 warm-ups + 1 measured call, then an at:: reduce.
+TEST(NcuRealH200, UnfilteredOutputLastRowIsAPyTorchKernelAndTheBusiestRuleFindsTheTritonLaunch) {
+  auto t = load_ncu_csv(fixture("ncu_h200_real/all.csv"));
+  ASSERT_EQ(t.rows.size(), 9u);
+  EXPECT_NE(t.rows.back().kernel_name.find("at::reduce_kernel"), std::string::npos);
+  EXPECT_EQ(t.units.at("gpu__time_duration.sum"), "ns");
+  auto s = select_ncu_kernel(t);
+  EXPECT_EQ(s.kernel_name, "add_kernel");
+  EXPECT_EQ(*s.id, 6);
+  EXPECT_EQ(s.dispatch_count, 4);
+  // ncu 2025.3.1 on Hopper silently leaves out two of the requested metrics: absent, never 0.
+  EXPECT_EQ(s.metrics.size(), ncu_metric_list().size() - 2);
+  EXPECT_EQ(s.metrics.count("sm__inst_executed_pipe_fp32.avg.pct_of_peak_sustained_active"), 0u);
+  EXPECT_EQ(s.metrics.count("smsp__warp_issue_stalled_memory_dependency_per_warp_active.pct"), 0u);
+  EXPECT_GT(s.all_metrics.size(), s.metrics.size());
+  EXPECT_EQ(s.metrics.count("device__attribute_clock_rate"), 0u);
+  EXPECT_EQ(s.metrics.count("nvlink__count_logical"), 0u);
+  EXPECT_GT(s.metrics.at("gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed"), 50.0);
+  auto by_name = select_ncu_kernel(t, std::string("add_kernel"));
+  EXPECT_EQ(*by_name.id, 6);
+}
+
+TEST(NcuRealH200, FilteredOutputHoldsOnlyTheTargetAndItsLastLaunchIsTheMeasuredOne) {
+  auto t = load_ncu_csv(fixture("ncu_h200_real/filtered.csv"), "add_kernel");
+  ASSERT_EQ(t.rows.size(), 4u);
+  for (const auto& r : t.rows) EXPECT_EQ(r.kernel_name, "add_kernel");
+  auto s = select_ncu_kernel(t, std::string("add_kernel"));
+  EXPECT_EQ(*s.id, 3);
+  EXPECT_GT(s.metrics.at("dram__bytes_read.sum"), 60e6);  // 2 x 16M bf16 = 64 MiB, thousands separators parsed
+}
