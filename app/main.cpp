@@ -1,8 +1,14 @@
+// kagent-actors: the optimization run is the root command; tools (gpus, ask, inspect-profile)
+// register themselves as subcommands (app/command.hpp).
 #include <CLI/CLI.hpp>
+#include <fmt/format.h>
 
 #include <iostream>
 
+#include "actors/runtime.hpp"
 #include "app/command.hpp"
+#include "app/run_command.hpp"
+#include "platform/common/errors.hpp"
 
 namespace kagent::app {
 std::vector<command_entry>& command_registry() {
@@ -12,15 +18,28 @@ std::vector<command_entry>& command_registry() {
 } // namespace kagent::app
 
 int main(int argc, char** argv) {
-  CLI::App app{"kagent-actors: LLM-driven GPU kernel optimization on an actor runtime"};
-  int exit_code = 0;
+  CLI::App app{"kagent-actors: LLM-driven GPU kernel optimization on an actor runtime.\n"
+               "Run: kagent-actors --strategy NAME|all --kernel-dir DIR [options]"};
   app.set_version_flag("--version", std::string{"kagent-actors "} + KAGENT_VERSION);
+  kagent::app::run_options opts;
+  kagent::app::add_run_options(app, opts);
+  int exit_code = 0;
   for (auto& c : kagent::app::command_registry()) c.add(app, exit_code);
+  app.require_subcommand(0, 1);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    int rc = app.exit(e);
+    const int rc = app.exit(e);
     return rc == 0 ? 0 : 2;
   }
-  return exit_code;
+  if (!app.get_subcommands().empty()) return exit_code;
+  try {
+    return kagent::app::run_main(opts);
+  } catch (const kagent::user_error& e) {
+    std::cerr << "kagent-actors: error: " << e.what() << "\n";
+    return 2;
+  } catch (const std::exception& e) {
+    std::cerr << "kagent-actors: run failed: " << e.what() << "\n";
+    return 1;
+  }
 }

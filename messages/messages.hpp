@@ -58,6 +58,8 @@ struct completion {
   int32_t attempts = 0;
   std::string model;
   std::string provider;
+  double retry_after_s = -1;  ///< from a 429's retry-after header; < 0: none
+  double latency_s = 0;
 };
 
 // ---- device work ---------------------------------------------------------------------------------
@@ -166,7 +168,7 @@ typename I::result_type inspect(I& f, complete& x) {
 template <class I>
 typename I::result_type inspect(I& f, completion& x) {
   return f(caf::meta::type_name("completion"), x.request_id, x.ok, x.text, x.error, x.error_kind, x.input_tokens,
-           x.output_tokens, x.cost_usd, x.attempts, x.model, x.provider);
+           x.output_tokens, x.cost_usd, x.attempts, x.model, x.provider, x.retry_after_s, x.latency_s);
 }
 template <class I>
 typename I::result_type inspect(I& f, evaluate& x) {

@@ -1,0 +1,40 @@
+#pragma once
+// Behaviours of every actor of a run (DESIGN.md "Actor topology"). Each is spawned by its parent
+// with the shared run_context; handles are passed as spawn arguments, never inside messages.
+#include <caf/all.hpp>
+
+#include "actors/context.hpp"
+#include "messages/messages.hpp"
+
+namespace kagent {
+
+/// Root supervisor of a run. Replies to `waiter` with (finish_atom, exit_code, summary_json) at the end.
+caf::behavior manager_actor(caf::event_based_actor* self, context_ptr ctx, caf::actor waiter);
+
+/// One per device: owns an evaluator, a profiler and the candidates assigned to this device.
+/// Answers candidate_spec with candidate_result.
+caf::behavior gpu_worker_actor(caf::event_based_actor* self, context_ptr ctx, int worker_index, int device_id,
+                               caf::actor llm, caf::actor manager);
+
+/// Detached: owns the warm Python harness of one device (or the noop backend). evaluate -> evaluation.
+caf::behavior evaluator_actor(caf::event_based_actor* self, context_ptr ctx, int device_id);
+
+/// Detached: runs profiles on one device. profile -> profile_result.
+caf::behavior profiler_actor(caf::event_based_actor* self, context_ptr ctx, int device_id);
+
+/// One in-flight candidate pipeline; sends its candidate_result to `worker` and quits.
+caf::behavior candidate_actor(caf::event_based_actor* self, context_ptr ctx, candidate_spec spec, int device_id,
+                              caf::actor worker, caf::actor evaluator, caf::actor profiler, caf::actor llm);
+
+/// Concurrency cap, rate limits, retries with backoff, usage accounting. complete -> completion.
+/// Usage of every call goes to `manager` as (usage_atom, json) and to `reporter` as a run_event.
+caf::behavior llm_client_actor(caf::event_based_actor* self, context_ptr ctx, caf::actor manager,
+                               caf::actor reporter);
+
+/// events.jsonl, the progress line, the final summary table.
+caf::behavior reporter_actor(caf::event_based_actor* self, context_ptr ctx);
+
+/// Turns an exception escaping a handler into a down reason that names it.
+void install_exception_handler(caf::scheduled_actor* self, const char* who);
+
+} // namespace kagent

@@ -1,0 +1,41 @@
+#pragma once
+// What every actor of one run shares: immutable after the manager starts. Passed to spawn() as a
+// shared pointer to const (a local object, never a message).
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "platform/common/env.hpp"
+#include "platform/config/config.hpp"
+
+namespace kagent {
+
+struct run_context {
+  run_config cfg;
+  std::string kernel_dir;
+  std::string problem_path;
+  std::string test_path;
+  std::string input_code;
+  std::string run_path;                 ///< the run directory
+  std::string install_root;             ///< configs/, templates/, harness/
+  std::string python;                   ///< harness interpreter
+  std::string vendor;                   ///< "nvidia", "rocm" or "" (noop, cpu)
+  std::vector<int> device_ids;          ///< one gpu worker each
+  std::vector<std::string> device_names;
+  std::string gpu_name;                 ///< specs key of the selected device ("" when GPU-less)
+  env_map child_env;                    ///< our environment minus secrets; pinned per worker
+  double test_timeout_s = 30;
+  std::string llm_record_dir;
+  bool resume = false;
+  bool verbose = false;
+  std::vector<std::string> notes;       ///< start-up decisions worth an event (device choice, gpu_name)
+  std::string inject_fault;             ///< KAGENT_INJECT_FAULT (see README "Fault injection")
+};
+
+using context_ptr = std::shared_ptr<const run_context>;
+
+/// True when KAGENT_INJECT_FAULT names `what` for `target` ("candidate_throw:r1_c0" or
+/// "gpu_worker_throw:r1_c0"); a comma separates several.
+bool fault_requested(const run_context& ctx, const std::string& what, const std::string& target);
+
+} // namespace kagent

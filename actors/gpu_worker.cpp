@@ -1,0 +1,469 @@
+// gpu_worker, evaluator, profiler and candidate actors: everything that happens on one device.
+#include <fmt/format.h>
+
+#include <filesystem>
+#include <map>
+#include <memory>
+
+#include "actors/actors.hpp"
+#include "platform/gpu/pinning.hpp"
+#include "platform/llm/extract.hpp"
+#include "platform/process/evaluator_client.hpp"
+#include "platform/prompt/prompt.hpp"
+#include "platform/store/util.hpp"
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+
+namespace kagent {
+
+void install_exception_handler(caf::scheduled_actor* self, const char* who) {
+  std::string name = who;
+  self->set_exception_handler([name](caf::scheduled_actor*, std::exception_ptr& ep) -> caf::error {
+    try {
+      std::rethrow_exception(ep);
+    } catch (const std::exception& e) {
+      return caf::make_error(errc::actor_failed, name + ": " + e.what());
+    } catch (...) {
+      return caf::make_error(errc::actor_failed, name + ": unknown exception");
+    }
+  });
+}
+
+bool fault_requested(const run_context& ctx, const std::string& what, const std::string& target) {
+  if (ctx.inject_fault.empty()) return false;
+  std::string item;
+  std::stringstream ss{ctx.inject_fault};
+  while (std::getline(ss, item, ','))
+    if (item == what + ":" + target || item == what + ":*") return true;
+  return false;
+}
+
+// ---------------------------------------------------------------------------------------------
+// evaluator: device work, serialised by the actor's mailbox (one request at a time per device)
+
+namespace {
+
+class device_backend {
+public:
+  virtual ~device_backend() = default;
+  virtual evaluation run(const evaluate& req) = 0;
+};
+
+// SPEC §12.3 noop: verification always passes, the benchmark answers 1.0 ms, references unmeasured.
+class noop_backend final : public device_backend {
+public:
+  evaluation run(const evaluate& req) override {
+    evaluation e;
+    e.candidate_id = req.candidate_id;
+    e.verified = true;
+    if (req.mode != "verify") {
+      e.benchmarked = true;
+      e.time_ms = 1.0;
+    }
+    e.code_hash = store::sha256_hex(req.code);
+    return e;
+  }
+};
+
+class harness_backend final : public device_backend {
+public:
+  harness_backend(const run_context& ctx, int device_id) : ctx_(ctx) {
+    evaluator_options o;
+    o.python = ctx.python;
+    o.script = ctx.install_root + "/harness/evaluator.py";
+    o.env = ctx.vendor.empty() ? ctx.child_env : pin_environment(ctx.child_env, ctx.vendor, device_id);
+    const bool cpu = ctx.cfg.platform.verifier == "cpu";
+    if (cpu) o.env["TRITON_INTERPRET"] = "1";
+    o.log_dir = (fs::path(ctx.run_path) / "workers" / fmt::format("gpu{}", device_id)).string();
+    fs::create_directories(o.log_dir);
+    device_ = cpu ? "cpu" : "cuda";
+    client_ = std::make_unique<evaluator_client>(std::move(o));
+  }
+
+  evaluation run(const evaluate& req) override {
+    evaluation e;
+    e.candidate_id = req.candidate_id;
+    const auto t0 = std::chrono::steady_clock::now();
+    if (!loaded_ && !load(e)) return finish(e, t0);
+    const auto verify_timeout = std::chrono::milliseconds(static_cast<long>(ctx_.test_timeout_s * 1000));
+    const auto bench_timeout = std::chrono::milliseconds(static_cast<long>(ctx_.cfg.benchmark_timeout_s * 1000));
+    nlohmann::json base{{"code", req.code}, {"workdir", req.work_dir}};
+    if (req.mode == "verify" || req.mode == "initial") {
+      auto r = client_->request(merged(base, {{"op", "verify"}}), verify_timeout);
+      take_output(e, r);
+      if (!r.ok() || !r.body["result"].value("passed", false)) {
+        e.error = r.failure == evaluator_failure::none && r.body.contains("result") && r.body["result"].is_object() &&
+                          r.body["result"].contains("error") && r.body["result"]["error"].is_string()
+                      ? r.body["result"]["error"].get<std::string>()
+                      : r.error();
+        e.failure_cause = cause_of(r, "verification");
+        if (e.error.rfind("Disallowed PyTorch usage", 0) == 0) e.failure_cause = "banned";
+        return finish(e, t0);
+      }
+      e.verified = true;
+    }
+    if (req.mode == "benchmark" || req.mode == "initial") {
+      nlohmann::json targets = req.mode == "initial" ? nlohmann::json{"candidate", "eager", "compile"}
+                                                     : nlohmann::json{"candidate"};
+      auto r = client_->request(merged(base, {{"op", "benchmark"},
+                                              {"targets", targets},
+                                              {"warmup", static_cast<int>(ctx_.cfg.benchmark_warmup)},
+                                              {"repeat", static_cast<int>(ctx_.cfg.benchmark_repeat)}}),
+                                bench_timeout);
+      take_output(e, r);
+      if (!r.ok()) {
+        e.error = r.error();
+        e.failure_cause = cause_of(r, "benchmark");
+        return finish(e, t0);
+      }
+      const auto& res = r.body["result"];
+      auto median = [&](const char* k) {
+        if (res.contains(k) && res[k].is_object() && res[k].contains("median_ms") && res[k]["median_ms"].is_number())
+          return res[k]["median_ms"].get<double>();
+        return not_measured;
+      };
+      e.time_ms = median("candidate");
+      e.eager_ms = median("eager");
+      e.compile_ms = median("compile");
+      if (res.contains("candidate") && res["candidate"].is_object()) {
+        const auto& c = res["candidate"];
+        if (c.contains("p10_ms") && c.contains("p90_ms") && is_measured(e.time_ms) && e.time_ms > 0)
+          e.time_spread_pct = (c["p90_ms"].get<double>() - c["p10_ms"].get<double>()) / e.time_ms * 100.0;
+      }
+      e.benchmarked = is_measured(e.time_ms);
+      if (!e.benchmarked) {
+        e.error = "benchmark returned no candidate time";
+        e.failure_cause = "benchmark";
+        return finish(e, t0);
+      }
+      auto h = client_->request(merged(base, {{"op", "hash"}}), bench_timeout);
+      if (h.ok() && h.body["result"].contains("hash")) e.code_hash = h.body["result"]["hash"].get<std::string>();
+    }
+    if (e.code_hash.empty()) e.code_hash = store::sha256_hex(req.code);
+    return finish(e, t0);
+  }
+
+private:
+  static nlohmann::json merged(nlohmann::json a, const nlohmann::json& b) {
+    a.update(b);
+    return a;
+  }
+  static std::string cause_of(const evaluator_reply& r, const char* otherwise) {
+    switch (r.failure) {
+      case evaluator_failure::timeout: return "timeout";
+      case evaluator_failure::crashed:
+      case evaluator_failure::poisoned: return "crash";
+      case evaluator_failure::protocol_error:
+      case evaluator_failure::spawn_failed: return "harness";
+      case evaluator_failure::none: break;
+    }
+    return otherwise;
+  }
+  static void take_output(evaluation& e, const evaluator_reply& r) {
+    if (r.body.is_object()) {
+      if (r.body.contains("stdout") && r.body["stdout"].is_string()) e.stdout_tail = r.body["stdout"];
+      if (r.body.contains("stderr") && r.body["stderr"].is_string()) e.stderr_tail = r.body["stderr"];
+    }
+    if (e.stderr_tail.empty()) e.stderr_tail = r.stderr_tail;
+  }
+  static evaluation& finish(evaluation& e, std::chrono::steady_clock::time_point t0) {
+    e.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return e;
+  }
+  bool load(evaluation& e) {
+    nlohmann::json req{{"op", "load_problem"}, {"problem", ctx_.problem_path}, {"device", device_}};
+    if (device_ == "cpu") req["size"] = "small";
+    auto r = client_->request(req, std::chrono::milliseconds(static_cast<long>(ctx_.cfg.benchmark_timeout_s * 1000)));
+    if (!r.ok()) {
+      e.error = "could not load the problem on the device: " + r.error();
+      e.failure_cause = "harness";
+      e.stderr_tail = r.stderr_tail;
+      return false;
+    }
+    loaded_ = true;
+    return true;
+  }
+
+  const run_context& ctx_;
+  std::string device_;
+  std::unique_ptr<evaluator_client> client_;
+  bool loaded_ = false;
+};
+
+struct evaluator_state {
+  std::unique_ptr<device_backend> backend;
+};
+
+} // namespace
+
+caf::behavior evaluator_actor(caf::event_based_actor* self, context_ptr ctx, int device_id) {
+  install_exception_handler(self, "evaluator");
+  auto st = std::make_shared<evaluator_state>();
+  if (ctx->cfg.platform.verifier == "noop")
+    st->backend = std::make_unique<noop_backend>();
+  else
+    st->backend = std::make_unique<harness_backend>(*ctx, device_id);
+  return {
+      [=](const evaluate& req) -> evaluation {
+        // The backend reports child failures in the evaluation; anything thrown here is our own
+        // fault (a broken run directory, say) and must fail this request, not the device session.
+        try {
+          return st->backend->run(req);
+        } catch (const std::exception& ex) {
+          evaluation e;
+          e.candidate_id = req.candidate_id;
+          e.failure_cause = "harness";
+          e.error = std::string{"evaluator: "} + ex.what();
+          return e;
+        }
+      },
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+// profiler: noop and cpu return "not available"; the vendors' passes are planned by platform/rocm and
+// platform/nvidia and are wired in by the profiler issue.
+
+caf::behavior profiler_actor(caf::event_based_actor* self, context_ptr ctx, int) {
+  install_exception_handler(self, "profiler");
+  return {
+      [=](const profile& p) -> profile_result {
+        profile_result r;
+        r.candidate_id = p.candidate_id;
+        r.label = p.label;
+        r.available = false;
+        (void)ctx;
+        return r;
+      },
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+// candidate: prompt -> LLM -> code -> verify (refine) -> benchmark -> result
+
+namespace {
+
+struct candidate_state {
+  candidate_spec spec;
+  candidate_result result;
+  std::string code;
+  int refinements = 0;
+  int llm_calls = 0;
+  std::vector<chat_message> conversation;
+};
+
+} // namespace
+
+caf::behavior candidate_actor(caf::event_based_actor* self, context_ptr ctx, candidate_spec spec, int device_id,
+                              caf::actor worker, caf::actor evaluator, caf::actor profiler, caf::actor llm) {
+  install_exception_handler(self, "candidate");
+  (void)profiler;
+  auto st = std::make_shared<candidate_state>();
+  st->spec = spec;
+  st->result.candidate_id = spec.id;
+  st->result.parent_id = spec.parent_id;
+  st->result.round = spec.round;
+  st->result.gpu_id = device_id;
+  st->result.model = spec.model;
+  fs::create_directories(spec.work_dir);
+
+  auto write = [=](const std::string& name, const std::string& text) {
+    store::write_file_atomic(fs::path(st->spec.work_dir) / name, text);
+  };
+  auto finish = [=](bool ok, const std::string& cause, const std::string& error) {
+    st->result.ok = ok;
+    st->result.failure_cause = ok ? "" : cause;
+    st->result.error = error;
+    if (st->result.code.empty()) st->result.code = st->code;
+    self->send(worker, st->result);
+    self->quit();
+  };
+
+  auto prompt_data = [=]() {
+    nlohmann::json d;
+    d["kernel_code"] = st->spec.parent_code;
+    d["parent_time_ms"] = is_measured(st->spec.parent_time_ms) ? fmt::format("{:.4f}", st->spec.parent_time_ms) : "";
+    d["eager_ms"] = is_measured(st->spec.eager_ms) ? fmt::format("{:.4f}", st->spec.eager_ms) : "";
+    d["bottleneck_id"] = st->spec.bottleneck_id;
+    d["target_platform"] = ctx->cfg.target_platform;
+    d["gpu_name"] = ctx->gpu_name;
+    d["platform_guidance"] = platform_guidance(ctx->cfg.target_platform);
+    d["history"] = st->spec.history_json.empty() ? nlohmann::json::array() : nlohmann::json::parse(st->spec.history_json);
+    return d;
+  };
+
+  // Forward declarations through shared function objects: the pipeline loops (refinement).
+  auto ask = std::make_shared<std::function<void(const std::string&, const std::string&)>>();
+  auto on_code = std::make_shared<std::function<void()>>();
+
+  // The two steps refer to each other (refinement loops back to the LLM): a reference cycle that
+  // also holds actor handles. Break it when the actor terminates, or the evaluator's detached thread
+  // would wait forever for its last reference to go.
+  self->attach_functor([ask, on_code](const caf::error&) {
+    *ask = nullptr;
+    *on_code = nullptr;
+  });
+
+  *ask = [=](const std::string& purpose, const std::string& prompt_text) {
+    ++st->llm_calls;
+    const auto n = st->llm_calls;
+    write(fmt::format("{}_{}_prompt.txt", n, purpose), prompt_text);
+    st->conversation = {{"user", prompt_text}};
+    complete req;
+    req.request_id = fmt::format("{}#{}", st->spec.id, n);
+    req.purpose = purpose;
+    req.model = st->spec.model;
+    req.messages = st->conversation;
+    req.max_tokens = purpose == "refine" ? 20000 : ctx->cfg.llm.max_tokens;
+    req.high_effort = ctx->cfg.high_reasoning_effort;
+    req.candidate_id = st->spec.id;
+    self->request(llm, caf::infinite, req)
+        .then(
+            [=](const completion& c) {
+              if (!c.ok) return finish(false, "llm", c.error_kind + ": " + c.error);
+              write(fmt::format("{}_{}_reply.txt", n, purpose), c.text);
+              auto x = extract_kernel(c.text);
+              if (!x.ok) return finish(false, "no_code", "the reply had no usable kernel: " + x.reason);
+              st->code = x.code;
+              (*on_code)();
+            },
+            [=](caf::error& err) { finish(false, "llm", "llm_client unavailable: " + to_string(err)); });
+  };
+
+  *on_code = [=]() {
+    write("kernel.py", st->code);
+    evaluate v{st->spec.id, st->code, "verify", st->spec.work_dir};
+    self->request(evaluator, caf::infinite, v)
+        .then(
+            [=](const evaluation& e) {
+              if (!e.verified) {
+                write(fmt::format("verify_{}.log", st->refinements), e.error + "\n--- stderr ---\n" + e.stderr_tail);
+                // Refine also after a ban violation (SPEC §14 B.99); crashes and timeouts too, since
+                // the next draft may well avoid them. No "mock refinement" (B.98): an LLM failure
+                // fails the candidate.
+                if (st->refinements < ctx->cfg.max_refine_attempts) {
+                  ++st->refinements;
+                  auto d = prompt_data();
+                  d["kernel_code"] = st->code;
+                  d["error_type"] = (e.error.find("SyntaxError") != std::string::npos ||
+                                     e.error.find("CompilationError") != std::string::npos)
+                                        ? "compilation"
+                                        : "runtime";
+                  d["error"] = tail_text(e.error, 2000);
+                  d["stderr"] = tail_text(e.stderr_tail, 2000);
+                  d["stdout"] = tail_text(e.stdout_tail, 1000);
+                  (*ask)("refine", render_prompt("kernel_refinement", d, ctx->cfg.templates, ctx->install_root));
+                  return;
+                }
+                return finish(false, e.failure_cause.empty() ? "verification" : e.failure_cause,
+                              fmt::format("Verification failed after {} refinement attempts:\n{}", st->refinements,
+                                          tail_text(e.error, 2000)));
+              }
+              evaluate b{st->spec.id, st->code, "benchmark", st->spec.work_dir};
+              self->request(evaluator, caf::infinite, b)
+                  .then(
+                      [=](const evaluation& be) {
+                        if (!be.benchmarked)
+                          return finish(false, be.failure_cause.empty() ? "benchmark" : be.failure_cause, be.error);
+                        st->result.time_ms = be.time_ms;
+                        st->result.code_hash = be.code_hash;
+                        st->result.code = st->code;
+                        nlohmann::json attempt{{"round_num", st->spec.round},
+                                               {"worker_id", device_id},
+                                               {"bottleneck_id", st->spec.bottleneck_id},
+                                               {"time_before_ms", st->spec.parent_time_ms},
+                                               {"time_after_ms", be.time_ms},
+                                               {"passed_verification", true},
+                                               {"refinements", st->refinements}};
+                        st->result.attempt_json = attempt.dump();
+                        finish(true, "", "");
+                      },
+                      [=](caf::error& err) { finish(false, "crash", "evaluator unavailable: " + to_string(err)); });
+            },
+            [=](caf::error& err) { finish(false, "crash", "evaluator unavailable: " + to_string(err)); });
+  };
+
+  return {
+      [=](start_atom) {
+        if (fault_requested(*ctx, "candidate_throw", st->spec.id))
+          throw std::runtime_error("injected fault: candidate_throw:" + st->spec.id);
+        (*ask)("optimize", render_prompt("kernel_optimization", prompt_data(), ctx->cfg.templates, ctx->install_root));
+      },
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+// gpu_worker: the session of one device
+
+namespace {
+struct gpu_worker_state {
+  caf::actor evaluator;
+  caf::actor profiler;
+  std::map<caf::actor_addr, std::pair<std::string, caf::response_promise>> running;  // candidate -> (id, promise)
+  std::map<std::string, candidate_spec> specs;
+};
+} // namespace
+
+caf::behavior gpu_worker_actor(caf::event_based_actor* self, context_ptr ctx, int worker_index, int device_id,
+                               caf::actor llm, caf::actor manager) {
+  install_exception_handler(self, "gpu_worker");
+  auto st = std::make_shared<gpu_worker_state>();
+  // Detached: the evaluator and the profiler block on child processes and must not hold a
+  // scheduler thread. Linked: if this worker dies they go with it (and their children with them).
+  st->evaluator = self->spawn<caf::detached + caf::linked>(evaluator_actor, ctx, device_id);
+  st->profiler = self->spawn<caf::detached + caf::linked>(profiler_actor, ctx, device_id);
+  (void)worker_index;
+  (void)manager;
+
+  self->set_down_handler([=](caf::down_msg& dm) {
+    auto it = st->running.find(dm.source);
+    if (it == st->running.end()) return;
+    auto [id, rp] = it->second;
+    st->running.erase(it);
+    if (!dm.reason) return;  // a normal exit already delivered its result
+    const auto& spec = st->specs[id];
+    candidate_result r;
+    r.candidate_id = id;
+    r.parent_id = spec.parent_id;
+    r.round = spec.round;
+    r.gpu_id = device_id;
+    r.model = spec.model;
+    r.failure_cause = "actor_down";
+    r.error = "candidate actor failed: " + to_string(dm.reason);
+    rp.deliver(r);
+    st->specs.erase(id);
+  });
+
+  return {
+      [=](const candidate_spec& spec) -> caf::result<candidate_result> {
+        if (fault_requested(*ctx, "gpu_worker_throw", spec.id))
+          throw std::runtime_error("injected fault: gpu_worker_throw:" + spec.id);
+        auto rp = self->make_response_promise<candidate_result>();
+        auto c = self->spawn<caf::monitored>(candidate_actor, ctx, spec, device_id, caf::actor{self}, st->evaluator,
+                                             st->profiler, llm);
+        st->running.emplace(c.address(), std::make_pair(spec.id, rp));
+        st->specs[spec.id] = spec;
+        self->send(c, start_atom::value);
+        return rp;
+      },
+      [=](const evaluate& e) {
+        // The manager's own device work (the initial kernel and the references) queues behind the
+        // candidates' on the same evaluator, so one device never runs two timings at once.
+        return self->delegate(st->evaluator, e);
+      },
+      [=](const candidate_result& r) {
+        // From one of our candidates: fulfil the manager's request.
+        for (auto it = st->running.begin(); it != st->running.end(); ++it) {
+          if (it->second.first != r.candidate_id) continue;
+          auto rp = it->second.second;
+          st->running.erase(it);
+          st->specs.erase(r.candidate_id);
+          rp.deliver(r);
+          return;
+        }
+      },
+  };
+}
+
+} // namespace kagent

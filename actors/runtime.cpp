@@ -1,0 +1,147 @@
+#include "actors/runtime.hpp"
+
+#include <caf/all.hpp>
+#include <caf/io/all.hpp>
+#include <fmt/format.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "actors/actors.hpp"
+#include "platform/common/errors.hpp"
+#include "platform/gpu/gpu_name.hpp"
+#include "platform/gpu/selection.hpp"
+#include "platform/gpu/timeouts.hpp"
+#include "platform/store/run_directory.hpp"
+#include "platform/store/run_lock.hpp"
+
+namespace fs = std::filesystem;
+
+namespace kagent {
+
+namespace {
+
+struct system_config : caf::actor_system_config {
+  system_config() {
+    // Actors are cheap and mostly wait; blocking work runs on detached actors with their own threads.
+    set("scheduler.max-threads", std::max(2u, std::min(8u, std::thread::hardware_concurrency())));
+    set("logger.verbosity", caf::atom("quiet"));
+    register_messages(*this);
+    load<caf::io::middleman>();
+  }
+};
+
+std::string read_text(const fs::path& p) {
+  std::ifstream f(p);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+std::string pick_python(const run_config& cfg, const std::string& root) {
+  if (const char* p = std::getenv("KAGENT_PYTHON"); p && *p) return p;
+  if (cfg.python != "python3") return cfg.python;
+  // The project's own venv (scripts/setup-python.sh) holds torch and triton.
+  if (fs::exists(fs::path(root) / ".venv/bin/python")) return (fs::path(root) / ".venv/bin/python").string();
+  return cfg.python;
+}
+
+std::string sanitize(std::string s) {
+  for (auto& c : s)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_') c = '-';
+  return s;
+}
+
+} // namespace
+
+void check_kernel_dir(const std::string& dir) {
+  if (dir.empty()) throw user_error("--kernel-dir is required (a directory holding input.py, problem.py and test.py)");
+  if (!fs::is_directory(dir)) throw user_error("--kernel-dir " + dir + ": not a directory");
+  for (const char* f : {"input.py", "problem.py", "test.py"})
+    if (!fs::is_regular_file(fs::path(dir) / f))
+      throw user_error(fmt::format("--kernel-dir {}: missing {} (a kernel directory needs input.py, problem.py "
+                                   "and test.py)",
+                                   dir, f));
+}
+
+run_outcome run_optimization(const run_request& req) {
+  run_outcome out;
+  if (!req.resume_dir.empty())
+    throw user_error("--resume " + req.resume_dir +
+                     ": resuming a run is not yet supported in this version; start a new run instead");
+  check_kernel_dir(req.kernel_dir);
+
+  auto ctx = std::make_shared<run_context>();
+  ctx->cfg = req.cfg;
+  ctx->kernel_dir = fs::absolute(req.kernel_dir).lexically_normal().string();
+  ctx->problem_path = (fs::path(ctx->kernel_dir) / "problem.py").string();
+  ctx->test_path = (fs::path(ctx->kernel_dir) / "test.py").string();
+  ctx->input_code = read_text(fs::path(ctx->kernel_dir) / "input.py");
+  ctx->install_root = install_root();
+  ctx->python = pick_python(req.cfg, ctx->install_root);
+  ctx->verbose = req.verbose;
+  ctx->llm_record_dir = req.llm_record_dir;
+  if (const char* f = std::getenv("KAGENT_INJECT_FAULT"); f) ctx->inject_fault = f;
+  if (ctx->cfg.llm.provider == "replay" && ctx->cfg.llm.replay_dir.empty())
+    ctx->cfg.llm.replay_dir = (fs::path(ctx->kernel_dir) / "replay").string();
+
+  // Devices: detection by the CLI tools only; this process never touches a GPU runtime and never
+  // changes its own environment (SPEC §10.2 rules 12-13).
+  const env_map env = current_environment();
+  std::vector<std::string> notes;
+  if (platform_needs_no_gpu(ctx->cfg.platform)) {
+    ctx->device_ids = ctx->cfg.gpu_ids.empty() ? std::vector<int>{0} : ctx->cfg.gpu_ids;
+    ctx->gpu_name = ctx->cfg.gpu_name.empty() ? "" : validate_gpu_name(ctx->cfg.gpu_name);
+  } else {
+    if (!ctx->cfg.gpu_name.empty()) validate_gpu_name(ctx->cfg.gpu_name);
+    auto sel = detect_gpus({ctx->cfg.platform, ctx->cfg.gpu_ids}, env, tool_locations::from_env(env, ctx->python));
+    ctx->cfg.platform = apply_detected_vendor(ctx->cfg.platform, sel);
+    ctx->vendor = sel.vendor;
+    ctx->device_ids = sel.ids;
+    for (const auto& d : sel.devices) ctx->device_names.push_back(d.name);
+    auto choice = reconcile_gpu_name(ctx->cfg.gpu_name, sel);
+    ctx->gpu_name = choice.name;
+    if (!choice.note.empty()) notes.push_back(choice.note);
+    notes.push_back("devices: " + sel.reason);
+  }
+  ctx->notes = notes;
+  ctx->test_timeout_s = resolve_test_timeout_s(ctx->cfg.test_timeout_s,
+                                               ctx->vendor.empty() ? ctx->cfg.platform.verifier : ctx->vendor);
+  ctx->child_env = scrub_env(env, ctx->cfg.secret_env_patterns.empty() ? default_secret_patterns()
+                                                                       : ctx->cfg.secret_env_patterns);
+
+  const std::string hint = sanitize(ctx->cfg.name + "-" + fs::path(ctx->kernel_dir).filename().string());
+  auto rd = store::run_directory::create(req.run_dir_base, hint, to_yaml(ctx->cfg));
+  store::run_lock lock{rd.path()};
+  ctx->run_path = fs::absolute(rd.path()).string();
+  out.run_path = ctx->run_path;
+
+  system_config cfg;
+  caf::actor_system sys{cfg};
+  {
+    caf::scoped_actor waiter{sys};
+    auto mgr = sys.spawn(manager_actor, context_ptr{ctx}, caf::actor{waiter});
+    waiter->monitor(mgr);
+    waiter->send(mgr, start_atom::value);
+    bool done = false;
+    while (!done) {
+      waiter->receive(
+          [&](finish_atom, int code, const std::string& summary) {
+            out.exit_code = code;
+            out.summary = nlohmann::json::parse(summary);
+            if (code != 0) out.error = out.summary.value("error", "run failed");
+            done = true;
+          },
+          [&](const caf::down_msg& dm) {
+            out.exit_code = 1;
+            out.error = "the manager failed: " + sys.render(dm.reason);
+            done = true;
+          });
+    }
+  }
+  return out;
+}
+
+} // namespace kagent

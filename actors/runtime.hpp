@@ -1,0 +1,34 @@
+#pragma once
+// Entry point of a run: builds the actor system, spawns the manager and waits for its verdict.
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "platform/config/config.hpp"
+
+namespace kagent {
+
+struct run_request {
+  run_config cfg;                 ///< loaded strategy config (CLI overrides already applied)
+  std::string kernel_dir;         ///< holds input.py, problem.py, test.py
+  std::string run_dir_base = ".optimize";
+  std::string resume_dir;         ///< non-empty: continue this run
+  std::string llm_record_dir;     ///< non-empty: record every LLM exchange there
+  bool verbose = false;
+};
+
+struct run_outcome {
+  int exit_code = 1;              ///< 0 success, 1 run failed, 2 usage/config error
+  std::string run_path;
+  nlohmann::json summary;
+  std::string error;              ///< one line when exit_code != 0
+};
+
+/// Checks the kernel directory (input.py, problem.py, test.py). Throws user_error naming what is missing.
+void check_kernel_dir(const std::string& dir);
+
+/// Runs one strategy to completion. User errors (bad mask, unknown GPU name) come back as exit code 2.
+run_outcome run_optimization(const run_request& req);
+
+} // namespace kagent

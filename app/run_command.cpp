@@ -1,0 +1,147 @@
+#include "app/run_command.hpp"
+
+#include <fmt/format.h>
+
+#include <iostream>
+#include <sstream>
+
+#include "actors/runtime.hpp"
+#include "platform/common/errors.hpp"
+#include "platform/config/config.hpp"
+#include "platform/gpu/selection.hpp"
+
+namespace kagent::app {
+
+void add_run_options(CLI::App& app, run_options& o) {
+  app.add_option("--kernel-dir", o.kernel_dir, "kernel directory: input.py, problem.py, test.py");
+  app.add_option("--strategy", o.strategy, "strategy config name (configs/<name>.yaml, $KAGENT_CONFIG_DIR), a .yaml path, or 'all'")
+      ->capture_default_str();
+  app.add_option("--max-rounds", o.max_rounds, "override the config's max_rounds")->check(CLI::PositiveNumber);
+  app.add_option("--run-dir", o.run_dir, "where run directories are created")->capture_default_str();
+  app.add_option("--resume", o.resume, "continue the run in RUN_DIR");
+  app.add_option("--model", o.model, "LLM model (overrides openai_model and llm.model)");
+  app.add_option("--gpu-ids", o.gpu_ids, "comma-separated device ids (skips detection), e.g. 0,1");
+  app.add_option("--llm-record", o.llm_record, "record every LLM request/response (keys redacted) in DIR");
+  app.add_flag("--list-strategies", o.list_strategies, "list the strategies and exit");
+  app.add_flag("-v,--verbose", o.verbose, "print every event");
+}
+
+namespace {
+
+std::vector<int> parse_gpu_ids(const std::string& s) {
+  std::vector<int> ids;
+  std::stringstream ss{s};
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    try {
+      size_t pos = 0;
+      int v = std::stoi(item, &pos);
+      if (pos != item.size() || v < 0) throw std::invalid_argument(item);
+      ids.push_back(v);
+    } catch (const std::exception&) {
+      throw user_error("--gpu-ids '" + s + "': expected comma-separated non-negative integers, e.g. 0,1");
+    }
+  }
+  if (ids.empty()) throw user_error("--gpu-ids is empty: expected comma-separated device ids, e.g. 0,1");
+  return ids;
+}
+
+void apply_overrides(run_config& cfg, const run_options& o) {
+  if (o.max_rounds > 0) cfg.max_rounds = o.max_rounds;
+  if (!o.model.empty()) {
+    cfg.openai_model = o.model;
+    cfg.llm.model = o.model;
+  }
+  if (!o.gpu_ids.empty()) cfg.gpu_ids = parse_gpu_ids(o.gpu_ids);
+}
+
+/// Why `cfg` cannot run on this host ("" when it can): a vendor config never runs on the other
+/// vendor's host (SPEC §14 A.71).
+std::string unfit_reason(const run_config& cfg) {
+  if (platform_needs_no_gpu(cfg.platform)) return "";
+  try {
+    const auto env = current_environment();
+    auto sel = detect_gpus({cfg.platform, cfg.gpu_ids}, env, tool_locations::from_env(env, cfg.python));
+    const auto want = requested_vendor(cfg.platform);
+    if (!want.empty() && sel.vendor != want) return "this host's GPUs are " + sel.vendor;
+    return "";
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+}
+
+int list_strategies() {
+  auto all = discover_strategies(config_search_dirs());
+  std::cout << fmt::format("{:<14} {:<12} {:<10} {:<8} {}\n", "strategy", "search", "platform", "fits", "file");
+  for (const auto& [name, path] : all) {
+    try {
+      auto c = load_config_file(path);
+      auto why = unfit_reason(c);
+      std::cout << fmt::format("{:<14} {:<12} {:<10} {:<8} {}\n", name, c.strategy, c.platform.uniform(),
+                               why.empty() ? "yes" : "no", path);
+    } catch (const std::exception& e) {
+      std::cout << fmt::format("{:<14} {:<12} {:<10} {:<8} {} ({})\n", name, "?", "?", "error", path, e.what());
+    }
+  }
+  return 0;
+}
+
+} // namespace
+
+int run_main(const run_options& o) {
+  if (o.list_strategies) return list_strategies();
+  check_kernel_dir(o.kernel_dir);
+  const auto dirs = config_search_dirs();
+
+  if (o.strategy != "all") {
+    run_request req;
+    req.cfg = load_strategy(o.strategy, dirs);
+    apply_overrides(req.cfg, o);
+    req.kernel_dir = o.kernel_dir;
+    req.run_dir_base = o.run_dir;
+    req.resume_dir = o.resume;
+    req.llm_record_dir = o.llm_record;
+    req.verbose = o.verbose;
+    auto out = run_optimization(req);
+    if (out.exit_code != 0) std::cerr << "kagent-actors: run failed: " << out.error << "\n";
+    return out.exit_code;
+  }
+
+  if (!o.resume.empty()) throw user_error("--resume cannot be combined with --strategy all");
+  struct row {
+    std::string name, status, best, run;
+  };
+  std::vector<row> rows;
+  int failures = 0;
+  for (const auto& [name, path] : discover_strategies(dirs)) {
+    run_request req;
+    req.cfg = load_config_file(path);
+    apply_overrides(req.cfg, o);
+    if (auto why = unfit_reason(req.cfg); !why.empty()) {
+      rows.push_back({name, "skipped", "", why});
+      continue;
+    }
+    req.kernel_dir = o.kernel_dir;
+    req.run_dir_base = o.run_dir;
+    req.llm_record_dir = o.llm_record;
+    req.verbose = o.verbose;
+    std::cerr << "== strategy " << name << "\n";
+    try {
+      auto out = run_optimization(req);
+      const auto& s = out.summary;
+      const bool ok = out.exit_code == 0;
+      if (!ok) ++failures;
+      rows.push_back({name, ok ? "+" : "-",
+                      ok && s.contains("best_ms") && s["best_ms"].is_number() ? fmt::format("{:.4f} ms", s["best_ms"].get<double>()) : "N/A",
+                      out.run_path});
+    } catch (const std::exception& e) {
+      ++failures;
+      rows.push_back({name, "-", "N/A", e.what()});
+    }
+  }
+  std::cout << "\n== comparison\n";
+  for (const auto& r : rows) std::cout << fmt::format("  {:<8} {:<14} {:>14}  {}\n", r.status, r.name, r.best, r.run);
+  return failures == 0 ? 0 : 1;
+}
+
+} // namespace kagent::app

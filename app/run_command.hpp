@@ -1,0 +1,28 @@
+#pragma once
+// The root command: run one strategy (or all that fit this host) on a kernel directory.
+#include <CLI/CLI.hpp>
+
+#include <string>
+#include <vector>
+
+namespace kagent::app {
+
+struct run_options {
+  std::string kernel_dir;
+  std::string strategy = "noop";
+  int max_rounds = 0;           ///< 0: the config's
+  std::string run_dir = ".optimize";
+  std::string resume;
+  std::string model;
+  std::string gpu_ids;          ///< "0,1"
+  std::string llm_record;
+  bool list_strategies = false;
+  bool verbose = false;
+};
+
+void add_run_options(CLI::App& app, run_options& o);
+
+/// Runs and returns the process exit code; throws user_error for usage/config errors.
+int run_main(const run_options& o);
+
+} // namespace kagent::app
