@@ -128,8 +128,8 @@ public:
       e.compile_ms = median("compile");
       if (res.contains("candidate") && res["candidate"].is_object()) {
         const auto& c = res["candidate"];
-        if (c.contains("p10_ms") && c.contains("p90_ms") && is_measured(e.time_ms) && e.time_ms > 0)
-          e.time_spread_pct = (c["p90_ms"].get<double>() - c["p10_ms"].get<double>()) / e.time_ms * 100.0;
+        // Spread: interquartile range relative to the median, as the harness reports it.
+        if (c.contains("iqr_rel") && c["iqr_rel"].is_number()) e.time_spread_pct = c["iqr_rel"].get<double>() * 100.0;
       }
       e.benchmarked = is_measured(e.time_ms);
       if (!e.benchmarked) {

@@ -91,6 +91,7 @@ run_outcome run_optimization(const run_request& req) {
   // changes its own environment (SPEC §10.2 rules 12-13).
   const env_map env = current_environment();
   std::vector<std::string> notes;
+  check_mask_conflict(env);  // for every strategy, before anything else (SPEC §10.2 rule 2)
   if (platform_needs_no_gpu(ctx->cfg.platform)) {
     ctx->device_ids = ctx->cfg.gpu_ids.empty() ? std::vector<int>{0} : ctx->cfg.gpu_ids;
     ctx->gpu_name = ctx->cfg.gpu_name.empty() ? "" : validate_gpu_name(ctx->cfg.gpu_name);

@@ -1,0 +1,84 @@
+#pragma once
+// Helpers for tests that run the kagent-actors binary in a scratch directory.
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "platform/process/runner.hpp"
+
+namespace e2e {
+
+namespace fs = std::filesystem;
+
+inline std::string binary() { return std::string{KAGENT_BINARY_DIR} + "/app/kagent-actors"; }
+inline std::string source(const std::string& rel) { return std::string{KAGENT_SOURCE_DIR} + "/" + rel; }
+
+struct scratch {
+  fs::path dir;
+  scratch() {
+    static int n = 0;
+    dir = fs::temp_directory_path() /
+          ("kagent_e2e_" + std::to_string(::getpid()) + "_" + std::to_string(n++) + "_" + std::to_string(::time(nullptr)));
+    fs::create_directories(dir);
+  }
+  ~scratch() { fs::remove_all(dir); }
+  std::string write(const std::string& rel, const std::string& text) const {
+    fs::create_directories((dir / rel).parent_path());
+    std::ofstream(dir / rel) << text;
+    return (dir / rel).string();
+  }
+};
+
+/// Runs the binary with `args`; `env` entries are added to (or, with an empty value, removed from) ours.
+inline kagent::process_result run(std::vector<std::string> args, const kagent::env_map& extra = {},
+                                  const std::string& cwd = "", int timeout_s = 240) {
+  kagent::process_spec s;
+  s.argv = {binary()};
+  s.argv.insert(s.argv.end(), args.begin(), args.end());
+  auto env = kagent::current_environment();
+  for (const auto& [k, v] : extra) {
+    if (v.empty()) env.erase(k);
+    else env[k] = v;
+  }
+  s.env = env;
+  s.cwd = cwd;
+  s.timeout = std::chrono::seconds(timeout_s);
+  return kagent::run_process(s);
+}
+
+inline std::vector<fs::path> run_dirs(const fs::path& base) {
+  std::vector<fs::path> out;
+  if (!fs::exists(base)) return out;
+  for (const auto& e : fs::directory_iterator(base))
+    if (e.is_directory()) out.push_back(e.path());
+  return out;
+}
+
+inline std::string slurp(const fs::path& p) {
+  std::ifstream f(p);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+inline std::vector<nlohmann::json> events(const fs::path& run) {
+  std::vector<nlohmann::json> out;
+  std::ifstream f(run / "events.jsonl");
+  std::string line;
+  while (std::getline(f, line)) out.push_back(nlohmann::json::parse(line));
+  return out;
+}
+
+inline bool has_event(const std::vector<nlohmann::json>& ev, const std::string& type) {
+  for (const auto& e : ev)
+    if (e.value("type", "") == type) return true;
+  return false;
+}
+
+} // namespace e2e

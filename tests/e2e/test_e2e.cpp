@@ -1,0 +1,193 @@
+#include <gtest/gtest.h>
+
+#include "platform/store/program_db.hpp"
+#include "tests/e2e/e2e_util.hpp"
+
+using namespace e2e;
+using kagent::store::program_db;
+
+namespace {
+const std::string matvec = source("examples/optimize_01_matvec");
+// A PATH without GPU tools: this host "has no GPU" whatever the machine running the tests has.
+const kagent::env_map no_gpu_tools{{"PATH", "/usr/bin:/bin"}, {"KAGENT_INJECT_FAULT", ""}};
+} // namespace
+
+TEST(DryRun, NoopRunWritesTheWholeRunDirectoryAndSucceeds) {
+  scratch s;
+  auto r = run({"--strategy", "noop", "--kernel-dir", matvec, "--run-dir", (s.dir / "runs").string()}, no_gpu_tools);
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
+  auto dirs = run_dirs(s.dir / "runs");
+  ASSERT_EQ(dirs.size(), 1u);
+  const auto run = dirs.front();
+  for (const char* f : {"config.yaml", "events.jsonl", "program.db", "summary.json", "output/best_kernel.py"})
+    EXPECT_TRUE(fs::exists(run / f)) << f;
+  EXPECT_NE(slurp(run / "config.yaml").find("platform: noop"), std::string::npos);
+
+  auto summary = nlohmann::json::parse(slurp(run / "summary.json"));
+  EXPECT_TRUE(summary["success"].get<bool>()) << summary.dump(2);  // SPEC §14 B.87: a dry run succeeds
+  EXPECT_DOUBLE_EQ(summary["initial_ms"].get<double>(), 1.0);
+  EXPECT_DOUBLE_EQ(summary["best_ms"].get<double>(), 1.0);
+  EXPECT_GE(summary["candidates"].get<int>(), 1);
+  EXPECT_GE(summary["llm"]["calls"].get<int>(), 1);  // the replay provider served the LLM path
+
+  auto ev = events(run);
+  for (const char* t : {"run_start", "initial", "round_start", "llm_call", "candidate_result", "round_end", "run_end"})
+    EXPECT_TRUE(has_event(ev, t)) << t;
+  for (const auto& e : ev) EXPECT_TRUE(e.contains("ts"));
+
+  auto db = program_db::open(run / "program.db", program_db::mode::read_only);
+  EXPECT_EQ(db.journal_mode(), "wal");
+  auto initial = db.get_program("initial");
+  ASSERT_TRUE(initial.has_value());
+  ASSERT_TRUE(initial->time_ms.has_value());  // the measured initial time is stored
+  EXPECT_DOUBLE_EQ(*initial->time_ms, 1.0);
+  EXPECT_EQ(initial->code, slurp(fs::path(matvec) / "input.py"));
+  EXPECT_GE(db.count(), 2);
+  EXPECT_EQ(db.count("pending"), 0);
+  auto best = slurp(run / "output/best_kernel.py");
+  EXPECT_NE(best.find("def kernel_function"), std::string::npos);
+  EXPECT_EQ(r.out.find("FAILED"), std::string::npos);
+}
+
+TEST(DryRun, EachRunGetsItsOwnDatabase) {  // SPEC §14 B.108
+  scratch s;
+  for (int i = 0; i < 2; ++i) {
+    auto r = run({"--strategy", "noop", "--kernel-dir", matvec, "--run-dir", (s.dir / "runs").string()}, no_gpu_tools);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+  }
+  auto dirs = run_dirs(s.dir / "runs");
+  ASSERT_EQ(dirs.size(), 2u);
+  for (const auto& d : dirs) {
+    auto db = program_db::open(d / "program.db", program_db::mode::read_only);
+    EXPECT_EQ(db.list_programs({.round = 1}).size(), 1u) << d;
+  }
+}
+
+TEST(Supervision, ThrowingCandidateAndThrowingGpuWorkerFailAloneAndTheRunGoesOn) {
+  scratch s;
+  auto r = run({"--strategy", "noop", "--kernel-dir", matvec, "--run-dir", (s.dir / "runs").string(), "--max-rounds",
+                "3"},
+               {{"PATH", "/usr/bin:/bin"}, {"KAGENT_INJECT_FAULT", "candidate_throw:r1_c0,gpu_worker_throw:r2_c1"}});
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
+  auto run_dir = run_dirs(s.dir / "runs").front();
+  auto db = program_db::open(run_dir / "program.db", program_db::mode::read_only);
+  auto c0 = db.get_program("r1_c0");
+  ASSERT_TRUE(c0);
+  EXPECT_EQ(c0->status, "failed");
+  EXPECT_EQ(c0->failure_cause.value_or(""), "actor_down");
+  EXPECT_NE(c0->error.value_or("").find("injected fault: candidate_throw:r1_c0"), std::string::npos);
+  auto c1 = db.get_program("r2_c1");
+  ASSERT_TRUE(c1);
+  EXPECT_EQ(c1->status, "failed");
+  EXPECT_NE(c1->error.value_or("").find("gpu worker failed"), std::string::npos);
+  auto c2 = db.get_program("r3_c2");  // served by the respawned gpu worker
+  ASSERT_TRUE(c2);
+  EXPECT_EQ(c2->status, "verified");
+  auto ev = events(run_dir);
+  bool respawned = false;
+  for (const auto& e : ev)
+    if (e.value("type", "") == "note" && e.value("what", "") == "gpu worker respawned") respawned = true;
+  EXPECT_TRUE(respawned);
+  auto summary = nlohmann::json::parse(slurp(run_dir / "summary.json"));
+  EXPECT_TRUE(summary["success"].get<bool>());
+  EXPECT_EQ(summary["failures_by_cause"]["actor_down"].get<int>(), 2);
+}
+
+TEST(Cli, MissingKernelFileIsNamedWithExitCode2) {
+  scratch s;
+  s.write("k/input.py", "x = 1\n");
+  s.write("k/problem.py", "x = 1\n");
+  auto r = run({"--strategy", "noop", "--kernel-dir", (s.dir / "k").string(), "--run-dir", (s.dir / "runs").string()});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("missing test.py"), std::string::npos) << r.err;
+  EXPECT_TRUE(run_dirs(s.dir / "runs").empty());  // bad input never creates a run directory
+}
+
+TEST(Cli, NoKernelDirIsAUsageError) {
+  auto r = run({"--strategy", "noop"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--kernel-dir is required"), std::string::npos) << r.err;
+}
+
+TEST(Cli, UnknownFlagAndBadValuesExit2) {
+  EXPECT_EQ(run({"--no-such-flag"}).exit_code, 2);
+  EXPECT_EQ(run({"--max-rounds", "zero", "--kernel-dir", matvec}).exit_code, 2);
+  auto g = run({"--strategy", "noop", "--kernel-dir", matvec, "--gpu-ids", "0,x"});
+  EXPECT_EQ(g.exit_code, 2);
+  EXPECT_NE(g.err.find("--gpu-ids"), std::string::npos);
+}
+
+TEST(Cli, UnknownStrategyListsTheKnownOnes) {
+  auto r = run({"--strategy", "fastest", "--kernel-dir", matvec});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("unknown strategy 'fastest'"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("noop"), std::string::npos);
+}
+
+TEST(Cli, VersionHelpAndListStrategies) {
+  auto v = run({"--version"});
+  EXPECT_EQ(v.exit_code, 0);
+  EXPECT_NE(v.out.find("kagent-actors"), std::string::npos);
+  auto h = run({"--help"});
+  EXPECT_EQ(h.exit_code, 0);
+  for (const char* f : {"--kernel-dir", "--strategy", "--max-rounds", "--run-dir", "--resume", "--model", "--gpu-ids",
+                        "--list-strategies", "--verbose"})
+    EXPECT_NE(h.out.find(f), std::string::npos) << f;
+  auto l = run({"--list-strategies"}, no_gpu_tools);
+  EXPECT_EQ(l.exit_code, 0);
+  for (const char* n : {"amd", "nvidia", "noop", "beam_search", "greedy", "cpu"})
+    EXPECT_NE(l.out.find(n), std::string::npos) << n;
+}
+
+TEST(Cli, ResumeIsRefusedClearlyUntilSupported) {
+  auto r = run({"--strategy", "noop", "--kernel-dir", matvec, "--resume", "/tmp/x"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("not yet supported"), std::string::npos) << r.err;
+}
+
+TEST(Config, TypoWrongTypeAndBrokenSyntaxExit2WithFileLineAndKey) {
+  scratch s;
+  s.write("cfg/typo.yaml", "strategy: greedy\nplatform: noop\nmax_rouns: 2\n");
+  s.write("cfg/wrongtype.yaml", "strategy: greedy\nplatform: noop\nmax_rounds: two\n");
+  s.write("cfg/broken.yaml", "strategy: greedy\nplatform: [noop\nmax_rounds: 2\n");
+  const kagent::env_map env{{"KAGENT_CONFIG_DIR", (s.dir / "cfg").string()}, {"PATH", "/usr/bin:/bin"}};
+  auto t = run({"--strategy", "typo", "--kernel-dir", matvec, "--run-dir", (s.dir / "runs").string()}, env);
+  EXPECT_EQ(t.exit_code, 2);
+  EXPECT_NE(t.err.find("typo.yaml:3:"), std::string::npos) << t.err;
+  EXPECT_NE(t.err.find("'max_rouns'"), std::string::npos) << t.err;
+  auto w = run({"--strategy", "wrongtype", "--kernel-dir", matvec, "--run-dir", (s.dir / "runs").string()}, env);
+  EXPECT_EQ(w.exit_code, 2);
+  EXPECT_NE(w.err.find("wrongtype.yaml:3:"), std::string::npos) << w.err;
+  EXPECT_NE(w.err.find("'max_rounds' must be an integer"), std::string::npos) << w.err;
+  auto b = run({"--strategy", "broken", "--kernel-dir", matvec, "--run-dir", (s.dir / "runs").string()}, env);
+  EXPECT_EQ(b.exit_code, 2);
+  EXPECT_NE(b.err.find("broken.yaml:"), std::string::npos) << b.err;
+  EXPECT_NE(b.err.find("YAML syntax error"), std::string::npos) << b.err;
+  EXPECT_TRUE(run_dirs(s.dir / "runs").empty());
+}
+
+TEST(Gpu, VendorStrategyOnAHostWithoutGpusIsAClearError) {
+  scratch s;
+  auto r = run({"--strategy", "nvidia", "--kernel-dir", matvec, "--run-dir", (s.dir / "runs").string()}, no_gpu_tools);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("no GPU visible"), std::string::npos) << r.err;
+  EXPECT_TRUE(run_dirs(s.dir / "runs").empty());
+}
+
+TEST(Gpu, MaskConflictIsCheckedFirstEvenForNoop) {  // SPEC §10.2 rule 2
+  scratch s;
+  auto r = run({"--strategy", "noop", "--kernel-dir", matvec, "--run-dir", (s.dir / "runs").string()},
+               {{"CUDA_VISIBLE_DEVICES", "1"}, {"HIP_VISIBLE_DEVICES", "0"}, {"PATH", "/usr/bin:/bin"}});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("CUDA_VISIBLE_DEVICES"), std::string::npos) << r.err;
+}
+
+TEST(Secrets, NoKeyReachesTheRunDirectory) {
+  scratch s;
+  const std::string key = "sk-test-0123456789abcdefSECRET";
+  auto r = run({"--strategy", "noop", "--kernel-dir", matvec, "--run-dir", (s.dir / "runs").string()},
+               {{"OPENAI_API_KEY", key}, {"ANTHROPIC_API_KEY", key}, {"PATH", "/usr/bin:/bin"}});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (const auto& e : fs::recursive_directory_iterator(run_dirs(s.dir / "runs").front()))
+    if (e.is_regular_file()) EXPECT_EQ(slurp(e.path()).find(key), std::string::npos) << e.path();
+}
