@@ -206,15 +206,18 @@ caf::behavior manager_actor(caf::event_based_actor* self, context_ptr ctx, caf::
       self->request(w.actor, timeout, spec)
           .then([=](const candidate_result& res) { (*on_result)(res); },
                 [=](caf::error& err) {
+                  // Anything but a timeout means the worker died (CAF answers its pending
+                  // requests with the exit reason before the down_msg arrives). The down handler
+                  // records those candidates and respawns the worker first, so that the next
+                  // round never goes to the dead one.
+                  if (err != caf::sec::request_timeout) return;
                   candidate_result res;
                   res.candidate_id = spec.id;
                   res.parent_id = spec.parent_id;
                   res.round = spec.round;
                   res.model = spec.model;
-                  res.failure_cause = err == caf::sec::request_timeout ? "timeout" : "actor_down";
-                  res.error = err == caf::sec::request_timeout
-                                  ? fmt::format("candidate exceeded candidate_timeout_s={}", ctx->cfg.candidate_timeout_s)
-                                  : "gpu worker failed: " + to_string(err);
+                  res.failure_cause = "timeout";
+                  res.error = fmt::format("candidate exceeded candidate_timeout_s={}", ctx->cfg.candidate_timeout_s);
                   (*on_result)(res);
                 });
     }

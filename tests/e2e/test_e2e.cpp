@@ -188,6 +188,9 @@ TEST(Secrets, NoKeyReachesTheRunDirectory) {
   auto r = run({"--strategy", "noop", "--kernel-dir", matvec, "--run-dir", (s.dir / "runs").string()},
                {{"OPENAI_API_KEY", key}, {"ANTHROPIC_API_KEY", key}, {"PATH", "/usr/bin:/bin"}});
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  for (const auto& e : fs::recursive_directory_iterator(run_dirs(s.dir / "runs").front()))
-    if (e.is_regular_file()) EXPECT_EQ(slurp(e.path()).find(key), std::string::npos) << e.path();
+  for (const auto& e : fs::recursive_directory_iterator(run_dirs(s.dir / "runs").front())) {
+    if (e.is_regular_file()) {
+      EXPECT_EQ(slurp(e.path()).find(key), std::string::npos) << e.path();
+    }
+  }
 }
