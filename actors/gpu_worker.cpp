@@ -9,6 +9,7 @@
 #include "platform/gpu/pinning.hpp"
 #include "platform/llm/extract.hpp"
 #include "platform/process/evaluator_client.hpp"
+#include "platform/process/runner.hpp"
 #include "platform/prompt/prompt.hpp"
 #include "platform/store/util.hpp"
 
@@ -191,6 +192,86 @@ private:
   bool loaded_ = false;
 };
 
+// isolation: process — every request is a fresh `harness/run_once.py` under the process runner, for
+// users who prefer a clean interpreter per candidate to the warm server's speed.
+class process_backend final : public device_backend {
+public:
+  process_backend(const run_context& ctx, int device_id) : ctx_(ctx) {
+    env_ = ctx.vendor.empty() ? ctx.child_env : pin_environment(ctx.child_env, ctx.vendor, device_id);
+    cpu_ = ctx.cfg.platform.verifier == "cpu";
+    if (cpu_) env_["TRITON_INTERPRET"] = "1";
+  }
+
+  evaluation run(const evaluate& req) override {
+    evaluation e;
+    e.candidate_id = req.candidate_id;
+    const auto dir = fs::path(req.work_dir.empty() ? ctx_.run_path : req.work_dir);
+    fs::create_directories(dir);
+    const auto kernel = dir / fmt::format("kernel_{}.py", req.mode == "initial" ? "initial" : "candidate");
+    store::write_file_atomic(kernel, req.code);
+    const auto out = dir / fmt::format("run_once_{}.json", req.mode);
+    fs::remove(out);
+    process_spec p;
+    p.argv = {ctx_.python, ctx_.install_root + "/harness/run_once.py", "--problem", ctx_.problem_path,
+              "--kernel", kernel.string(), "--device", cpu_ ? "cpu" : "cuda",
+              "--warmup", std::to_string(static_cast<int>(ctx_.cfg.benchmark_warmup)),
+              "--repeat", std::to_string(static_cast<int>(ctx_.cfg.benchmark_repeat)), "--json", out.string()};
+    double timeout_s = ctx_.test_timeout_s;
+    if (req.mode == "verify") {
+      p.argv.insert(p.argv.end(), {"--mode", "verify"});
+    } else if (req.mode == "benchmark") {
+      p.argv.insert(p.argv.end(), {"--mode", "benchmark", "--targets", "candidate"});
+      timeout_s = ctx_.cfg.benchmark_timeout_s;
+    } else {
+      p.argv.insert(p.argv.end(), {"--mode", "both", "--targets", "candidate,eager,compile"});
+      timeout_s += ctx_.cfg.benchmark_timeout_s;
+    }
+    p.env = env_;
+    p.cwd = dir.string();
+    p.timeout = std::chrono::milliseconds(static_cast<long>(timeout_s * 1000));
+    const auto r = run_process(p);
+    e.wall_s = r.wall_s;
+    e.stdout_tail = tail_text(r.out, 4000);
+    e.stderr_tail = tail_text(r.err, 4000);
+    nlohmann::json j = nlohmann::json::parse(fs::exists(out) ? store::read_text_file(out) : std::string{"null"},
+                                             nullptr, false);
+    if (r.timed_out || r.term_signal != 0 || !j.is_object()) {
+      e.failure_cause = r.timed_out ? "timeout" : (r.term_signal != 0 ? "crash" : "harness");
+      e.error = fmt::format("run_once.py ({}) {}", req.mode, r.describe());
+      return e;
+    }
+    const auto& res = j.contains("result") && j["result"].is_object() ? j["result"] : nlohmann::json::object();
+    if (!j.value("ok", false)) {
+      e.error = j.value("error", std::string{"run_once.py reported a failure"});
+      e.failure_cause = j.value("poisoned", false) ? "crash" : (req.mode == "benchmark" ? "benchmark" : "verification");
+      if (e.error.rfind("Disallowed PyTorch usage", 0) == 0) e.failure_cause = "banned";
+      return e;
+    }
+    e.verified = true;  // run_once verifies before it benchmarks ("both"), and a benchmark follows a verify
+    if (res.contains("benchmark")) {
+      auto median = [&](const char* k) {
+        const auto& b = res["benchmark"];
+        if (b.contains(k) && b[k].is_object() && b[k].contains("median_ms") && b[k]["median_ms"].is_number())
+          return b[k]["median_ms"].get<double>();
+        return not_measured;
+      };
+      e.time_ms = median("candidate");
+      e.eager_ms = median("eager");
+      e.compile_ms = median("compile");
+      e.benchmarked = is_measured(e.time_ms);
+    }
+    if (res.contains("hash") && res["hash"].is_object() && res["hash"].contains("hash"))
+      e.code_hash = res["hash"]["hash"].get<std::string>();
+    if (e.code_hash.empty()) e.code_hash = store::sha256_hex(req.code);
+    return e;
+  }
+
+private:
+  const run_context& ctx_;
+  env_map env_;
+  bool cpu_ = false;
+};
+
 struct evaluator_state {
   std::unique_ptr<device_backend> backend;
 };
@@ -202,6 +283,8 @@ caf::behavior evaluator_actor(caf::event_based_actor* self, context_ptr ctx, int
   auto st = std::make_shared<evaluator_state>();
   if (ctx->cfg.platform.verifier == "noop")
     st->backend = std::make_unique<noop_backend>();
+  else if (ctx->cfg.isolation == "process")
+    st->backend = std::make_unique<process_backend>(*ctx, device_id);
   else
     st->backend = std::make_unique<harness_backend>(*ctx, device_id);
   return {
@@ -258,7 +341,6 @@ struct candidate_state {
 caf::behavior candidate_actor(caf::event_based_actor* self, context_ptr ctx, candidate_spec spec, int device_id,
                               caf::actor worker, caf::actor evaluator, caf::actor profiler, caf::actor llm) {
   install_exception_handler(self, "candidate");
-  (void)profiler;
   auto st = std::make_shared<candidate_state>();
   st->spec = spec;
   st->result.candidate_id = spec.id;
@@ -377,7 +459,15 @@ caf::behavior candidate_actor(caf::event_based_actor* self, context_ptr ctx, can
                                                {"passed_verification", true},
                                                {"refinements", st->refinements}};
                         st->result.attempt_json = attempt.dump();
-                        finish(true, "", "");
+                        // SOL profile of the new kernel. Platforms without a profiler (noop, cpu)
+                        // answer "not available"; a failed profile never fails the candidate.
+                        self->request(profiler, caf::infinite,
+                                      profile{st->spec.id, st->code, "sol", "", st->spec.work_dir})
+                            .then([=](const profile_result& pr) {
+                                    if (pr.available) write("sol_profile.json", pr.metrics_json);
+                                    finish(true, "", "");
+                                  },
+                                  [=](caf::error&) { finish(true, "", ""); });
                       },
                       [=](caf::error& err) { finish(false, "crash", "evaluator unavailable: " + to_string(err)); });
             },

@@ -29,7 +29,7 @@ void print_summary(const nlohmann::json& s) {
   const double eager = num("eager_ms"), comp = num("compile_ms"), init = num("initial_ms"), best = num("best_ms");
   auto speed = [&](double ref) { return ref > 0 && best > 0 ? fmt::format("{:.2f}x", ref / best) : "n/a"; };
   std::cout << "\n== kagent-actors summary: " << s.value("strategy", "") << " on " << s.value("kernel_dir", "") << "\n";
-  std::cout << fmt::format("  {:<22} {:>14}  {:>10}\n", "", "time", "best vs");
+  std::cout << fmt::format("  {:<22} {:>14}  {:>10}\n", "", "time", "best speed-up");
   std::cout << fmt::format("  {:<22} {:>14}  {:>10}\n", "PyTorch eager", fmt_ms(eager), speed(eager));
   std::cout << fmt::format("  {:<22} {:>14}  {:>10}\n", "torch.compile", fmt_ms(comp), speed(comp));
   std::cout << fmt::format("  {:<22} {:>14}  {:>10}\n", "starting kernel", fmt_ms(init), speed(init));

@@ -46,3 +46,21 @@ TEST(StrategyAll, RunsOnlyTheStrategiesThatFitThisHost) {  // SPEC §14 A.71
   }
   EXPECT_EQ(run_dirs(s.dir / "runs").size(), 2u);  // noop and cpu
 }
+
+TEST(CpuRun, ProcessIsolationRunsEveryRequestInAFreshInterpreter) {
+  scratch s;
+  auto cfg = slurp(source("configs/cpu.yaml"));
+  cfg.replace(cfg.find("max_rounds: 2"), 13, "max_rounds: 1\nisolation: process");
+  s.write("cfg/cpu_process.yaml", cfg);
+  auto r = run({"--strategy", "cpu_process", "--kernel-dir", source("examples/optimize_02_rmsnorm"), "--run-dir",
+                (s.dir / "runs").string()},
+               {{"PATH", "/usr/bin:/bin"}, {"KAGENT_INJECT_FAULT", ""}, {"KAGENT_CONFIG_DIR", (s.dir / "cfg").string()}},
+               "", 540);
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
+  auto run_dir = run_dirs(s.dir / "runs").front();
+  auto summary = nlohmann::json::parse(slurp(run_dir / "summary.json"));
+  EXPECT_TRUE(summary["success"].get<bool>()) << summary.dump(2);
+  EXPECT_TRUE(fs::exists(run_dir / "candidates/r1_c0/run_once_verify.json"));
+  EXPECT_TRUE(fs::exists(run_dir / "candidates/r1_c0/run_once_benchmark.json"));
+  EXPECT_FALSE(fs::exists(run_dir / "workers/gpu0/server.log"));  // no warm server was started
+}
