@@ -391,7 +391,12 @@ caf::behavior candidate_actor(caf::event_based_actor* self, context_ptr ctx, can
     ++st->llm_calls;
     const auto n = st->llm_calls;
     write(fmt::format("{}_{}_prompt.txt", n, purpose), prompt_text);
-    st->conversation = {{"user", prompt_text}};
+    // A follow-up (the reply had no usable code) continues the conversation: the whole exchange is
+    // sent (SPEC §14 B.96), so the model sees its own reply and why it was rejected.
+    if (purpose.ends_with("_followup"))
+      st->conversation.push_back({"user", prompt_text});
+    else
+      st->conversation = {{"user", prompt_text}};
     complete req;
     req.request_id = fmt::format("{}#{}", st->spec.id, n);
     req.purpose = purpose;
@@ -406,7 +411,19 @@ caf::behavior candidate_actor(caf::event_based_actor* self, context_ptr ctx, can
               if (!c.ok) return finish(false, "llm", c.error_kind + ": " + c.error);
               write(fmt::format("{}_{}_reply.txt", n, purpose), c.text);
               auto x = extract_kernel(c.text);
-              if (!x.ok) return finish(false, "no_code", "the reply had no usable kernel: " + x.reason);
+              if (!x.ok) {
+                // Rejected before any device work is spent on it; the reason goes back to the model.
+                if (st->refinements < ctx->cfg.max_refine_attempts) {
+                  ++st->refinements;
+                  st->conversation.push_back({"assistant", c.text});
+                  const std::string base = purpose.ends_with("_followup") ? purpose : purpose + "_followup";
+                  (*ask)(base, "Your reply could not be used: " + x.reason +
+                                   ". Reply with the complete kernel file in one ```python block that defines "
+                                   "kernel_function.");
+                  return;
+                }
+                return finish(false, "no_code", "the reply had no usable kernel: " + x.reason);
+              }
               st->code = x.code;
               (*on_code)();
             },
