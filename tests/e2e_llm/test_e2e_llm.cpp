@@ -1,0 +1,237 @@
+// End-to-end: a real kagent-actors run whose LLM endpoint misbehaves. Each fault hits round 1's
+// candidate (r1_c0); round 2's candidate (r2_c1) gets a good reply and shows that the run went on.
+// Every test checks exit 0, summary.json, and that the API key is in no file of the run directory.
+#include "tests/e2e_llm/e2e_llm_util.hpp"
+
+using namespace e2e_llm;
+using kagent::test::json_reply;
+using kagent::test::openai_error_body;
+using kagent::test::sse;
+
+namespace {
+
+scripted_reply with_header(scripted_reply r, const std::string& k, const std::string& v) {
+  r.headers.emplace_back(k, v);
+  return r;
+}
+
+}  // namespace
+
+TEST(E2eLlm, BinaryExists) { ASSERT_TRUE(fs::exists(e2e::binary())) << e2e::binary(); }
+
+TEST(E2eLlm, SuccessWithoutStreamingVerifiesEveryCandidate) {
+  e2e::scratch s;
+  scripted_endpoint ep({});
+  auto r = run_against(s, ep, {.rounds = 3, .stream = false});
+  expect_run_survived(r, ep);
+  EXPECT_EQ(ep.requests(), 3);
+  for (const auto& rq : ep.received()) {
+    auto body = json::parse(rq.body);
+    EXPECT_EQ(body["model"], "test-model");
+    EXPECT_FALSE(body.value("stream", false));
+    EXPECT_TRUE(body.contains("max_tokens"));  // openai_compatible: max_tokens, no stream_options
+    EXPECT_FALSE(body.contains("stream_options"));
+  }
+  auto db = open_db(r);
+  for (const char* id : {"r1_c0", "r2_c1", "r3_c2"}) expect_verified(db, id, 1);
+  expect_summary(r, 3, {});
+  auto summary = json::parse(e2e::slurp(r.run_dir / "summary.json"));
+  EXPECT_TRUE(summary["success"].get<bool>()) << summary.dump(2);
+  // The reply the candidate used is kept in its work directory.
+  EXPECT_NE(e2e::slurp(r.run_dir / "candidates/r1_c0/1_optimize_reply.txt").find("e2e variant 0"), std::string::npos);
+}
+
+TEST(E2eLlm, SuccessWithStreaming) {
+  e2e::scratch s;
+  scripted_endpoint ep({});
+  auto r = run_against(s, ep, {.rounds = 2, .stream = true});
+  expect_run_survived(r, ep);
+  ASSERT_EQ(ep.requests(), 2);
+  for (const auto& rq : ep.received()) EXPECT_TRUE(json::parse(rq.body).value("stream", false));
+  auto db = open_db(r);
+  expect_verified(db, "r1_c0", 1);
+  expect_verified(db, "r2_c1", 1);
+}
+
+TEST(E2eLlm, RateLimitedWithRetryAfterThenSuccess) {
+  e2e::scratch s;
+  scripted_endpoint ep({reply(with_header(
+      json_reply(429, openai_error_body("Rate limit reached for test-model", "requests", "rate_limit_exceeded")),
+      "retry-after", "1"))});
+  auto r = run_against(s, ep, {});
+  expect_run_survived(r, ep);
+  EXPECT_EQ(ep.requests(), 3);  // r1_c0 twice, r2_c1 once
+  auto db = open_db(r);
+  expect_verified(db, "r1_c0", 2);
+  expect_verified(db, "r2_c1", 1);
+  expect_summary(r, 2, {{"llm", 0}});
+  // The retry is in the event log with the server's wait.
+  bool retry_event = false;
+  for (const auto& e : e2e::events(r.run_dir))
+    if (e.value("type", "") == "llm_retry" && e.dump().find("rate_limited") != std::string::npos &&
+        e.dump().find("retry-after 1.0 s") != std::string::npos)
+      retry_event = true;
+  EXPECT_TRUE(retry_event);
+}
+
+TEST(E2eLlm, ServerErrorThenSuccess) {
+  e2e::scratch s;
+  scripted_endpoint ep({reply(json_reply(500, openai_error_body("The server had an error", "server_error", "")))});
+  auto r = run_against(s, ep, {});
+  expect_run_survived(r, ep);
+  EXPECT_EQ(ep.requests(), 3);
+  auto db = open_db(r);
+  expect_verified(db, "r1_c0", 2);
+  expect_verified(db, "r2_c1", 1);
+}
+
+TEST(E2eLlm, OverloadedThenSuccess) {
+  e2e::scratch s;
+  // 529 with retry-after: 0 keeps the (doubled) overload backoff out of the test's time.
+  scripted_endpoint ep({reply(with_header(json_reply(529, openai_error_body("Overloaded", "overloaded_error", "")),
+                                          "retry-after", "0"))});
+  auto r = run_against(s, ep, {});
+  expect_run_survived(r, ep);
+  EXPECT_EQ(ep.requests(), 3);
+  auto db = open_db(r);
+  expect_verified(db, "r1_c0", 2);
+  expect_verified(db, "r2_c1", 1);
+}
+
+TEST(E2eLlm, ReplyWithoutCodeFailsTheCandidateAsNoCode) {
+  e2e::scratch s;
+  auto prose = [](const received_request& rq) {
+    return ok_reply(rq, "I would tile the matrix and use shared memory, but I will not write the code today.");
+  };
+  scripted_endpoint ep({prose, prose});  // the reply and the one follow-up (max_refine_attempts: 1)
+  auto r = run_against(s, ep, {});
+  expect_run_survived(r, ep);
+  EXPECT_EQ(ep.requests(), 3);  // a reply without code is asked again, not retried as an error
+  auto db = open_db(r);
+  expect_no_code(db, "r1_c0", 1);
+  expect_verified(db, "r2_c1", 1);
+  expect_summary(r, 2, {{"no_code", 1}});
+}
+
+TEST(E2eLlm, ReplyWithoutCodeIsAskedAgainInTheSameConversation) {
+  e2e::scratch s;
+  scripted_endpoint ep({[](const received_request& rq) { return ok_reply(rq, "Sure, tiling should help here."); }});
+  auto r = run_against(s, ep, {});
+  expect_run_survived(r, ep);
+  ASSERT_EQ(ep.requests(), 3);
+  auto followup = json::parse(ep.received()[1].body);
+  ASSERT_EQ(followup["messages"].size(), 3u) << followup.dump(2);
+  EXPECT_EQ(followup["messages"][1]["role"], "assistant");
+  EXPECT_EQ(followup["messages"][1]["content"], "Sure, tiling should help here.");
+  EXPECT_NE(followup["messages"][2]["content"].get<std::string>().find("could not be used"), std::string::npos);
+  auto db = open_db(r);
+  auto p = db.get_program("r1_c0");
+  ASSERT_TRUE(p);
+  EXPECT_EQ(p->status, "verified");
+  auto calls = calls_of(db, "r1_c0");
+  ASSERT_EQ(calls.size(), 2u);
+  EXPECT_EQ(calls[0].purpose, "optimize");
+  EXPECT_EQ(calls[1].purpose, "optimize_followup");
+  expect_verified(db, "r2_c1", 1);
+}
+
+TEST(E2eLlm, AuthErrorIsNeverRetriedAndTheEchoedKeyIsScrubbed) {
+  e2e::scratch s;
+  // Some gateways echo the rejected key in their error text: it must not reach the run directory.
+  scripted_endpoint ep({reply(json_reply(
+      401, openai_error_body("Incorrect API key provided: " + kKey + ". You can find your API key at example.com.",
+                             "invalid_request_error", "invalid_api_key")))});
+  auto r = run_against(s, ep, {});
+  expect_run_survived(r, ep);
+  EXPECT_EQ(ep.requests(), 2);  // one attempt for r1_c0, then r2_c1
+  auto db = open_db(r);
+  expect_failed(db, "r1_c0", "llm", "auth", 1);
+  expect_verified(db, "r2_c1", 1);
+  expect_summary(r, 2, {{"llm", 1}});
+}
+
+TEST(E2eLlm, ConnectionDroppedMidStreamIsRetried) {
+  e2e::scratch s;
+  auto dropped = [](const received_request& rq) {
+    auto r = kagent::test::openai_sse(kernel_text(98), 40, 50);
+    r.chunks.resize(3);  // the role chunk and two pieces of text, then the connection goes
+    r.drop_mid_body = true;
+    (void)rq;
+    return r;
+  };
+  scripted_endpoint ep({dropped});
+  auto r = run_against(s, ep, {.rounds = 2, .stream = true});
+  expect_run_survived(r, ep);
+  EXPECT_EQ(ep.requests(), 3);
+  auto db = open_db(r);
+  expect_verified(db, "r1_c0", 2);
+  // The candidate's kernel is the complete second reply, not the cut first one.
+  EXPECT_EQ(db.get_program("r1_c0")->code.find("e2e variant 98"), std::string::npos);
+  EXPECT_NE(db.get_program("r1_c0")->code.find("e2e variant 1"), std::string::npos);
+  expect_verified(db, "r2_c1", 1);
+}
+
+TEST(E2eLlm, ConnectionDroppedOnEveryAttemptFailsWithConnection) {
+  e2e::scratch s;
+  auto dropped = [](const received_request&) {
+    auto r = kagent::test::openai_sse(kernel_text(97), 40, 50);
+    r.chunks.resize(2);
+    r.drop_mid_body = true;
+    return r;
+  };
+  scripted_endpoint ep({dropped, dropped});
+  auto r = run_against(s, ep, {.rounds = 2, .stream = true, .max_retries = 1});
+  expect_run_survived(r, ep);
+  EXPECT_EQ(ep.requests(), 3);
+  auto db = open_db(r);
+  expect_failed(db, "r1_c0", "llm", "connection", 2);
+  expect_verified(db, "r2_c1", 1);
+  expect_summary(r, 2, {{"llm", 1}});
+}
+
+TEST(E2eLlm, SseErrorEventFailsTheCandidateAfterRetries) {
+  e2e::scratch s;
+  auto error_stream = [](const received_request&) {
+    auto r = kagent::test::openai_sse(kernel_text(96), 40, 50);
+    r.chunks.resize(2);
+    r.chunks.push_back(sse("", {{"error", {{"message", "the model crashed while generating"},
+                                           {"type", "generation_failed"}, {"code", nullptr}}}}));
+    return r;  // a clean end of the HTTP body after the error event
+  };
+  scripted_endpoint ep({error_stream, error_stream});
+  auto r = run_against(s, ep, {.rounds = 2, .stream = true, .max_retries = 1});
+  expect_run_survived(r, ep);
+  EXPECT_EQ(ep.requests(), 3);
+  auto db = open_db(r);
+  expect_failed(db, "r1_c0", "llm", "stream_error", 2);
+  EXPECT_NE(db.get_program("r1_c0")->error.value_or("").find("the model crashed while generating"), std::string::npos);
+  expect_verified(db, "r2_c1", 1);
+}
+
+// One run, five rounds, a different fault in each of the first four: each affected candidate is
+// recorded with its own reason and the last one still succeeds.
+TEST(E2eLlm, ScriptedFaultSequenceAcrossRounds) {
+  e2e::scratch s;
+  auto rate_limited = json_reply(429, openai_error_body("slow down", "requests", "rate_limit_exceeded"));
+  rate_limited.headers.emplace_back("retry-after", "0");
+  scripted_endpoint ep({
+      reply(rate_limited),                                                          // r1_c0, attempt 1
+      [](const received_request& rq) { return ok_reply(rq, kernel_text(1001)); },  // r1_c0, attempt 2
+      [](const received_request& rq) { return ok_reply(rq, "No code this time."); },  // r2_c1
+      [](const received_request& rq) { return ok_reply(rq, "Still no code."); },      // r2_c1 follow-up
+      reply(json_reply(401, openai_error_body("bad key", "invalid_request_error", "invalid_api_key"))),  // r3_c2
+      reply(json_reply(404, openai_error_body("The model 'test-model' does not exist", "invalid_request_error",
+                                              "model_not_found"))),  // r4_c3
+  });
+  auto r = run_against(s, ep, {.rounds = 5, .stream = false, .max_retries = 2});
+  expect_run_survived(r, ep);
+  EXPECT_EQ(ep.requests(), 7);
+  auto db = open_db(r);
+  expect_verified(db, "r1_c0", 2);
+  expect_no_code(db, "r2_c1", 1);
+  expect_failed(db, "r3_c2", "llm", "auth", 1);
+  expect_failed(db, "r4_c3", "llm", "bad_request", 1);
+  expect_verified(db, "r5_c4", 1);
+  expect_summary(r, 5, {{"llm", 2}, {"no_code", 1}});
+  EXPECT_EQ(db.list_llm_calls().size(), 6u);
+}
