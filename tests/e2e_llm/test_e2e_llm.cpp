@@ -235,3 +235,69 @@ TEST(E2eLlm, ScriptedFaultSequenceAcrossRounds) {
   expect_summary(r, 5, {{"llm", 2}, {"no_code", 1}});
   EXPECT_EQ(db.list_llm_calls().size(), 6u);
 }
+
+// Servers that echo the key back in an error text, on every error path the client reads a body
+// from: an HTTP error, a 429, an SSE error event, and a reply that is not JSON. max_retries: 0
+// keeps it fast; each candidate fails on its one attempt and the key is nowhere in the run.
+TEST(E2eLlm, KeyEchoedOnEveryErrorPathNeverReachesTheRunDirectory) {
+  e2e::scratch s;
+  const std::string echo = "request with key " + kKey + " rejected";
+  auto sse_error = [echo](const received_request&) {
+    auto r = served_by_test_model(kagent::test::openai_sse(kernel_text(94), 40, 50));
+    r.chunks.resize(2);
+    r.chunks.push_back(sse("", {{"error", {{"message", echo}, {"type", "generation_failed"}, {"code", nullptr}}}}));
+    return r;
+  };
+  scripted_reply not_json;
+  not_json.headers = {{"Content-Type", "application/json"}};
+  not_json.chunks = {"<html>gateway error: " + echo + "</html>"};
+  scripted_endpoint ep({
+      reply(json_reply(500, openai_error_body(echo, "server_error", ""))),                      // r1_c0
+      reply(json_reply(429, openai_error_body(echo, "requests", "rate_limit_exceeded"))),       // r2_c1
+      sse_error,                                                                                 // r3_c2
+      reply(not_json),                                                                           // r4_c3
+      reply(json_reply(400, openai_error_body(echo, "invalid_request_error", "bad_parameter"))),  // r5_c4
+  });
+  auto r = run_against(s, ep, {.rounds = 6, .stream = true, .max_retries = 0});
+  expect_run_survived(r, ep);
+  EXPECT_EQ(ep.requests(), 6);
+  auto db = open_db(r);
+  expect_failed(db, "r1_c0", "llm", "server", 1);
+  expect_failed(db, "r2_c1", "llm", "rate_limited", 1);
+  expect_failed(db, "r3_c2", "llm", "stream_error", 1);
+  {  // its kind is checked by StreamedRequestAnsweredWithAnHtmlPageIsMalformed
+    auto p = db.get_program("r4_c3");
+    ASSERT_TRUE(p);
+    EXPECT_EQ(p->status, "failed");
+    EXPECT_EQ(p->failure_cause.value_or(""), "llm");
+  }
+  expect_failed(db, "r5_c4", "llm", "bad_request", 1);
+  expect_verified(db, "r6_c5", 1);
+  // The rest of the message survives the scrubbing, so the cause stays readable.
+  EXPECT_NE(db.get_program("r1_c0")->error.value_or("").find("rejected"), std::string::npos);
+  expect_summary(r, 6, {{"llm", 5}});
+}
+
+// A gateway that answers a streamed request with a 200 HTML page: the reply is malformed, and the
+// candidate's error should say so rather than blame the connection.
+TEST(E2eLlm, StreamedRequestAnsweredWithAnHtmlPageIsMalformed) {
+  GTEST_SKIP() << "product bug (platform/llm/provider.cpp, streamed branch of complete(), ~line 93): the "
+                  "stream/JSON choice is made on the first body byte only ('{' or '[' -> JSON, anything else "
+                  "-> SSE), so a 200 text/html or application/json body like '<html>...' is fed to the SSE "
+                  "parser, yields no event, and dec->finish() throws llm_error_kind::connection 'the response "
+                  "stream ended before its final event (connection dropped mid-stream)'. llm_calls.error_kind "
+                  "and programs.error then say 'connection' for a reply that arrived whole. Fix: when the "
+                  "decoder saw no SSE event but the body was not empty (or the Content-Type is not "
+                  "text/event-stream), throw llm_error(malformed, provider + \": the reply is neither JSON nor "
+                  "an event stream: \" + first 200 chars)";
+  e2e::scratch s;
+  scripted_reply html;
+  html.headers = {{"Content-Type", "text/html"}};
+  html.chunks = {"<html><body><h1>502 Bad Gateway</h1></body></html>"};
+  scripted_endpoint ep({reply(html)});
+  auto r = run_against(s, ep, {.rounds = 2, .stream = true, .max_retries = 0});
+  expect_run_survived(r, ep);
+  auto db = open_db(r);
+  expect_failed(db, "r1_c0", "llm", "malformed", 1);
+  expect_verified(db, "r2_c1", 1);
+}
