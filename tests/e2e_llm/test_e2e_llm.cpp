@@ -281,7 +281,7 @@ TEST(E2eLlm, KeyEchoedOnEveryErrorPathNeverReachesTheRunDirectory) {
 // A gateway that answers a streamed request with a 200 HTML page: the reply is malformed, and the
 // candidate's error should say so rather than blame the connection.
 TEST(E2eLlm, StreamedRequestAnsweredWithAnHtmlPageIsMalformed) {
-  GTEST_SKIP() << "product bug (platform/llm/provider.cpp, streamed branch of complete(), ~line 93): the "
+  GTEST_SKIP() << "product bug (platform/llm/provider.cpp lines 98 and 125, streamed branch of complete()): the "
                   "stream/JSON choice is made on the first body byte only ('{' or '[' -> JSON, anything else "
                   "-> SSE), so a 200 text/html or application/json body like '<html>...' is fed to the SSE "
                   "parser, yields no event, and dec->finish() throws llm_error_kind::connection 'the response "
@@ -300,4 +300,48 @@ TEST(E2eLlm, StreamedRequestAnsweredWithAnHtmlPageIsMalformed) {
   auto db = open_db(r);
   expect_failed(db, "r1_c0", "llm", "malformed", 1);
   expect_verified(db, "r2_c1", 1);
+}
+
+// A Retry-After beyond the client's ceiling (600 s) is not slept through: the call gives up at once.
+TEST(E2eLlm, RetryAfterBeyondTheCeilingGivesUpAtOnce) {
+  e2e::scratch s;
+  auto too_long = json_reply(429, openai_error_body("daily limit reached", "requests", "rate_limit_exceeded"));
+  too_long.headers.emplace_back("retry-after", "3600");
+  scripted_endpoint ep({reply(too_long)});
+  auto r = run_against(s, ep, {});
+  expect_run_survived(r, ep);
+  EXPECT_EQ(ep.requests(), 2);
+  auto db = open_db(r);
+  expect_failed(db, "r1_c0", "llm", "rate_limited", 1);
+  expect_verified(db, "r2_c1", 1);
+}
+
+// Nothing listens at the endpoint: every candidate fails with a connection error, and the run
+// still ends normally with the initial kernel as its best.
+TEST(E2eLlm, EndpointDownFailsEveryCandidateButNotTheRun) {
+  e2e::scratch s;
+  std::string dead_url;
+  {
+    scripted_endpoint gone({});
+    dead_url = gone.base_url();
+  }  // closed: connections to its port are refused
+  const auto cfg = s.write("down.yaml", config_yaml(dead_url, {.rounds = 2, .max_retries = 0}));
+  auto proc = e2e::run({"--strategy", cfg, "--kernel-dir", kKernelDir, "--run-dir", (s.dir / "runs").string()},
+                       {{"PATH", "/usr/bin:/bin"}, {"KAGENT_INJECT_FAULT", ""}, {"TEST_LLM_KEY", kKey},
+                        {"HTTP_PROXY", ""}, {"http_proxy", ""}, {"ALL_PROXY", ""}, {"all_proxy", ""},
+                        {"CUDA_VISIBLE_DEVICES", ""}, {"HIP_VISIBLE_DEVICES", ""}},
+                       s.dir.string(), 120);
+  EXPECT_EQ(proc.exit_code, 0) << proc.err << proc.out;
+  auto dirs = e2e::run_dirs(s.dir / "runs");
+  ASSERT_EQ(dirs.size(), 1u);
+  ASSERT_TRUE(fs::exists(dirs.front() / "summary.json"));
+  auto summary = json::parse(e2e::slurp(dirs.front() / "summary.json"));
+  EXPECT_EQ(summary.value("best_program_id", ""), "initial") << summary.dump(2);
+  auto db = program_db::open(dirs.front() / "program.db", program_db::mode::read_only);
+  for (const char* id : {"r1_c0", "r2_c1"}) expect_failed(db, id, "llm", "connection", 1);
+  for (const auto& e : fs::recursive_directory_iterator(dirs.front())) {
+    if (e.is_regular_file()) {
+      EXPECT_EQ(e2e::slurp(e.path()).find(kKey), std::string::npos) << e.path();
+    }
+  }
 }
