@@ -221,8 +221,24 @@ inline void expect_no_code(program_db& db, const std::string& id, int followups)
 inline void expect_summary(const run_outcome& r, int total, const std::map<std::string, int>& failures) {
   auto s = json::parse(e2e::slurp(r.run_dir / "summary.json"));
   EXPECT_EQ(s.value("candidates", -1), total) << s.dump(2);
-  for (const auto& [cause, n] : failures)
+  int failed = 0;
+  for (const auto& [cause, n] : failures) {
     EXPECT_EQ(s["failures_by_cause"].value(cause, 0), n) << cause << "\n" << s.dump(2);
+    failed += n;
+  }
+  EXPECT_EQ(s.value("failed", -1), failed) << s.dump(2);
+  EXPECT_EQ(s.value("verified", -1), total - failed + 1) << s.dump(2);  // + the initial kernel
+  // The LLM block adds up the llm_calls table.
+  auto db = program_db::open(r.run_dir / "program.db", program_db::mode::read_only);
+  const auto calls = db.list_llm_calls();
+  long failed_calls = 0, tokens_in = 0;
+  for (const auto& c : calls) {
+    failed_calls += c.ok ? 0 : 1;
+    tokens_in += c.tokens_in;
+  }
+  EXPECT_EQ(s["llm"].value("calls", -1L), static_cast<long>(calls.size())) << s.dump(2);
+  EXPECT_EQ(s["llm"].value("failed_calls", -1L), failed_calls) << s.dump(2);
+  EXPECT_EQ(s["llm"].value("tokens_in", -1L), tokens_in) << s.dump(2);
 }
 
 }  // namespace e2e_llm

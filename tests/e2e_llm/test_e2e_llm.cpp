@@ -345,3 +345,24 @@ TEST(E2eLlm, EndpointDownFailsEveryCandidateButNotTheRun) {
     }
   }
 }
+
+// A reply cut at max_tokens (finish_reason "length") is an incomplete kernel: the candidate fails
+// with the reason instead of running half a file.
+TEST(E2eLlm, ReplyCutAtMaxTokensFailsTheCandidate) {
+  e2e::scratch s;
+  scripted_endpoint ep({[](const received_request&) {
+    auto r = served_by_test_model(kagent::test::openai_json(kernel_text(93), 40, 50));
+    auto body = json::parse(r.chunks.front());
+    body["choices"][0]["finish_reason"] = "length";
+    r.chunks = {body.dump()};
+    return r;
+  }});
+  auto r = run_against(s, ep, {});
+  expect_run_survived(r, ep);
+  EXPECT_EQ(ep.requests(), 2);
+  auto db = open_db(r);
+  expect_failed(db, "r1_c0", "llm", "truncated", 1);
+  EXPECT_NE(db.get_program("r1_c0")->error.value_or("").find("max_tokens"), std::string::npos);
+  expect_verified(db, "r2_c1", 1);
+  expect_summary(r, 2, {{"llm", 1}});
+}
