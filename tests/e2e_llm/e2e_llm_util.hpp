@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -87,6 +88,8 @@ struct run_options {
   double timeout_s = 5;
   double idle_timeout_s = 2;
   int max_refine_attempts = 1;  ///< a reply without code is re-asked this many times
+  int samples_per_prompt = 1;   ///< with beam_search: candidates per round, calling the LLM at once
+  std::string strategy = "greedy";  ///< greedy: one candidate per round
 };
 
 struct run_outcome {
@@ -96,8 +99,8 @@ struct run_outcome {
 
 inline std::string config_yaml(const std::string& base_url, const run_options& o) {
   std::string y;
-  y += "strategy: greedy\nnum_workers: 1\nmax_rounds: " + std::to_string(o.rounds) + "\n";
-  y += "strategy_config:\n  max_no_improvement: 10\n";
+  y += "strategy: " + o.strategy + "\nnum_workers: 1\nmax_rounds: " + std::to_string(o.rounds) + "\n";
+  y += "strategy_config:\n  max_no_improvement: 10\n  num_bottlenecks: 1\n  samples_per_prompt: " + std::to_string(o.samples_per_prompt) + "\n";
   y += "openai_model: test-model\nhigh_reasoning_effort: false\nplatform: noop\n";
   y += "benchmark_warmup: 25\nbenchmark_repeat: 100\ndivergence_threshold: 50.0\ntarget_platform: cuda\n";
   y += "max_refine_attempts: " + std::to_string(o.max_refine_attempts) + "\n";

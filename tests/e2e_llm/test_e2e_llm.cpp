@@ -366,3 +366,32 @@ TEST(E2eLlm, ReplyCutAtMaxTokensFailsTheCandidate) {
   expect_verified(db, "r2_c1", 1);
   expect_summary(r, 2, {{"llm", 1}});
 }
+
+// Several candidates of one round call the LLM at once and are all rate limited: each one's
+// retries are its own, and every call is accounted exactly once.
+TEST(E2eLlm, ConcurrentCandidatesRetryIndependently) {
+  e2e::scratch s;
+  auto limited = json_reply(429, openai_error_body("slow down", "requests", "rate_limit_exceeded"));
+  limited.headers.emplace_back("retry-after", "0");
+  scripted_endpoint ep({reply(limited), reply(limited), reply(limited)});
+  auto r = run_against(s, ep, {.rounds = 1, .samples_per_prompt = 3, .strategy = "beam_search"});
+  expect_run_survived(r, ep);
+  auto db = open_db(r);
+  auto calls = db.list_llm_calls();
+  ASSERT_EQ(calls.size(), 3u);
+  int attempts = 0;
+  std::set<std::string> ids;
+  for (const auto& c : calls) {
+    EXPECT_TRUE(c.ok) << c.candidate_id.value_or("") << " " << c.error_kind.value_or("");
+    attempts += c.attempts;
+    ids.insert(c.candidate_id.value_or(""));
+    auto p = db.get_program(c.candidate_id.value_or(""));
+    ASSERT_TRUE(p) << c.candidate_id.value_or("");
+    EXPECT_EQ(p->status, "verified") << p->id << ": " << p->error.value_or("");
+  }
+  EXPECT_EQ(ids.size(), 3u);
+  // Three refusals and three successes, whatever order the requests arrived in.
+  EXPECT_EQ(ep.requests(), 6);
+  EXPECT_EQ(attempts, 6);
+  expect_summary(r, 3, {});
+}
