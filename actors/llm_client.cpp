@@ -99,6 +99,7 @@ caf::behavior llm_client_actor(caf::event_based_actor* self, context_ptr ctx, ca
         completion out;
         out.request_id = c.request_id;
         out.model = c.model;
+        out.provider = provider->name();  // failed calls are accounted to their provider too
         const auto t0 = std::chrono::steady_clock::now();
         try {
           auto r = provider->complete(to_request(c));

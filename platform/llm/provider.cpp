@@ -87,18 +87,27 @@ private:
     std::optional<stream_decoder> dec;
     std::optional<sse_parser> sse;
     std::string plain;
+    std::string head;  // first bytes of an SSE-mode body, for the error when it holds no event at all
+    size_t events = 0;
     enum { undecided, is_sse, is_json } mode = undecided;
     if (stream) {
       dec.emplace(api, s_.provider, on_text);
-      sse.emplace([&](const sse_event& ev) { dec->on_event(ev); });
+      sse.emplace([&](const sse_event& ev) {
+        ++events;
+        dec->on_event(ev);
+      });
       hr.on_data = [&](std::string_view bytes) {
         if (mode == undecided) {
           auto p = bytes.find_first_not_of(" \t\r\n");
           if (p == std::string_view::npos) return;
           mode = bytes[p] == '{' || bytes[p] == '[' ? is_json : is_sse;
         }
-        if (mode == is_json) plain.append(bytes);
-        else sse->feed(bytes);
+        if (mode == is_json) {
+          plain.append(bytes);
+        } else {
+          if (head.size() < 200) head.append(bytes.substr(0, 200 - head.size()));
+          sse->feed(bytes);
+        }
       };
     }
 
@@ -122,6 +131,11 @@ private:
       if (on_text && !out.text.empty()) on_text(out.text);
     } else {
       sse->finish();
+      // A whole reply that is neither JSON nor an event stream (a gateway's HTML page) is malformed,
+      // not a dropped connection: say what arrived.
+      if (events == 0 && !head.empty())
+        throw llm_error(llm_error_kind::malformed,
+                        s_.provider + ": the reply is neither JSON nor an event stream: " + head);
       out = dec->finish();
     }
     out.provider = s_.provider;
