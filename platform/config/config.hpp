@@ -40,7 +40,7 @@ struct platform_spec {
 };
 
 struct roofline_config {
-  double sol_threshold_pct = -1;         ///< at-roofline threshold; <0: the vendor default (NV 90, ROCm 85)
+  double sol_threshold_pct = -1;         ///< at-roofline threshold; <0: the vendor default (NVIDIA 95, ROCm 85; SPEC §6.1, §14 A.35)
   double underutilized_threshold_pct = -1;  ///< <0: vendor default (NV 60, ROCm 40)
   std::optional<bool> early_stop;        ///< unset: vendor default (NV true, ROCm false)
   int convergence_rounds = 5;
