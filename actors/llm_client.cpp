@@ -142,18 +142,9 @@ caf::behavior llm_client_actor(caf::event_based_actor* self, context_ptr ctx, ca
                 pc->rp.deliver(c);
               } else {
                 // Rebuild the typed error so that decide_retry applies the same policy as `ask`.
-                static const std::map<std::string, llm_error_kind> kinds{
-                    {"rate_limited", llm_error_kind::rate_limited}, {"overloaded", llm_error_kind::overloaded},
-                    {"server", llm_error_kind::server},             {"timeout", llm_error_kind::timeout},
-                    {"connection", llm_error_kind::connection},     {"stream_error", llm_error_kind::stream_error},
-                    {"auth", llm_error_kind::auth},                 {"quota", llm_error_kind::quota},
-                    {"bad_request", llm_error_kind::bad_request},   {"malformed", llm_error_kind::malformed},
-                    {"budget", llm_error_kind::budget},             {"replay_exhausted", llm_error_kind::replay_exhausted},
-                    {"unavailable", llm_error_kind::unavailable}};
-                auto k = kinds.find(c.error_kind);
                 retry_decision d;
-                if (k != kinds.end()) {
-                  llm_error err{k->second, c.error, 0,
+                if (auto kind = llm_error_kind_from_string(c.error_kind)) {
+                  llm_error err{*kind, c.error, 0,
                                 c.retry_after_s >= 0 ? std::optional<double>{c.retry_after_s} : std::nullopt};
                   d = decide_retry(err, pc->attempt, st->retry, st->rng);
                 }

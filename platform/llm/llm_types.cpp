@@ -23,6 +23,12 @@ const char* to_string(llm_error_kind k) {
   return "unknown";
 }
 
+std::optional<llm_error_kind> llm_error_kind_from_string(const std::string& name) {
+  for (int k = 0; k <= static_cast<int>(llm_error_kind::unavailable); ++k)
+    if (name == to_string(static_cast<llm_error_kind>(k))) return static_cast<llm_error_kind>(k);
+  return std::nullopt;
+}
+
 bool llm_error::transient() const {
   switch (kind_) {
     case llm_error_kind::rate_limited:

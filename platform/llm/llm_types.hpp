@@ -52,6 +52,8 @@ enum class llm_error_kind {
 };
 
 const char* to_string(llm_error_kind k);
+/// The inverse of to_string (kinds cross actor boundaries as text); nullopt for an unknown name.
+std::optional<llm_error_kind> llm_error_kind_from_string(const std::string& name);
 
 /// Every failure of the LLM layer. The message never contains an API key: it is built by the
 /// provider, which scrubs its own key (and anything that looks like one) before throwing.

@@ -292,3 +292,13 @@ TEST(LlmResolve, ConfigOverrides) {
   rep.replay_dir = "/some/dir";
   EXPECT_EQ(resolve_provider(rep, "claude-opus-4-6", {}, no_relay).provider, "replay");
 }
+
+TEST(LlmErrorKind, NamesRoundTripBecauseKindsCrossActorsAsText) {
+  for (int k = 0; k <= static_cast<int>(kagent::llm_error_kind::unavailable); ++k) {
+    const auto kind = static_cast<kagent::llm_error_kind>(k);
+    auto back = kagent::llm_error_kind_from_string(kagent::to_string(kind));
+    ASSERT_TRUE(back.has_value()) << kagent::to_string(kind);
+    EXPECT_EQ(*back, kind);
+  }
+  EXPECT_FALSE(kagent::llm_error_kind_from_string("truncated").has_value());
+}
