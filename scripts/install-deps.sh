@@ -9,6 +9,7 @@ pkgs=(
   libsqlite3-dev sqlite3 libcli11-dev libspdlog-dev libfmt-dev
   libkainjow-mustache-dev libcsv-dev libgtest-dev libbenchmark-dev
   python3 python3-venv python3-pip
+  chromium
 )
 missing=()
 for p in "${pkgs[@]}"; do
