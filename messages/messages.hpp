@@ -93,19 +93,28 @@ struct profile {
   std::string candidate_id;
   std::string code;
   std::string label;
-  std::string kernel_name;  ///< empty: the busiest non-at:: kernel
-  std::string work_dir;
+  std::string kernel_name;  ///< empty: derived from the code (first @triton.jit function), else busiest
+  std::string work_dir;     ///< the profile's files go under <work_dir>/profile_<profile_id>/
+  std::string profile_id;   ///< unique per profile in the run (file names, invocation records)
+  double budget_s = 0;      ///< the whole profile's wall-clock budget; <= 0: the configured default
 };
-
+/// The profiler's one reply. `available` false: this platform has no profiler (noop, cpu) or the
+/// session is in synthetic mode. `ok` false with `available` true: the profile failed (the same
+/// failure also went to the manager as profiling_failed).
 struct profile_result {
   std::string candidate_id;
   std::string label;
-  bool available = false;       ///< false: this platform does not profile (noop, cpu)
-  std::string metrics_json;     ///< flat, filtered metrics of the profiled kernel
-  std::string roofline_json;
+  bool available = false;
+  bool ok = false;
+  std::string platform;         ///< the profiler component's platform: rocm, nvidia, cpu, noop
+  std::string kernel_name;      ///< the kernel the parser chose
+  std::string metrics_json;     ///< flat, filtered metrics of the profiled kernel (JSON object)
+  std::string roofline_json;    ///< the roofline verdict (JSON object); "" when none
+  std::string error;            ///< why it failed (verbatim parser / runner error)
+  std::string invocation;       ///< which command failed ("stats pass", "PMC pass 3", "ncu")
+  std::string output_tail;      ///< the failing command's stderr/stdout tail
   double wall_s = 0;
 };
-
 /// Supervision message to the manager: a profiler pass failed on `gpu_id`.
 struct profiling_failed {
   int32_t gpu_id = -1;
@@ -128,8 +137,14 @@ struct candidate_spec {
   std::string parent_code;
   double parent_time_ms = not_measured;
   double eager_ms = not_measured;
-  std::string history_json;  ///< last attempts and reflexions, for the prompt
+  std::string history_json;  ///< {"attempts": [...], "reflexions": [...]}: the last ones, for the prompt
   std::string work_dir;
+  /// The manager's cached analysis of the parent (SPEC §1.2 step 7.2): {"profile": {"metrics": {...},
+  /// "roofline": {...}} or null, "bottlenecks": [...], "source": "llm"|"synthetic"|"none"}. "" = none.
+  std::string baseline_json;
+  int32_t num_bottlenecks = 1;  ///< directions the strategy fans out (SPEC §14 B.83)
+  int32_t worker_id = -1;       ///< the manager's worker slot (attempt records, SPEC §14 B.90)
+  bool synthetic = false;       ///< set by the gpu worker: its session is in synthetic mode
 };
 
 struct candidate_result {
@@ -147,6 +162,27 @@ struct candidate_result {
   std::string model;
   std::string attempt_json;
   std::string reflexion_json;
+  std::string profile_json;     ///< SOL profile of the new kernel {"metrics", "roofline"}; "" = none
+  double device_s = 0;          ///< time this candidate held the device (verify, benchmark, profile)
+  double llm_s = 0;             ///< time spent waiting for LLM replies
+};
+/// A parent's analysis for the manager's baseline cache: one profile, one bottleneck analysis asking
+/// for `num_bottlenecks` directions, shared by every candidate that expands the parent.
+struct analyze_parent {
+  std::string parent_id;
+  std::string code;
+  double time_ms = not_measured;
+  int32_t num_bottlenecks = 1;
+  std::string work_dir;
+  std::string model;
+  std::string known_profile_json;  ///< the parent's own SOL profile {"metrics","roofline"}: no new profile
+};
+struct parent_analysis {
+  std::string parent_id;
+  std::string analysis_json;    ///< the candidate_spec::baseline_json shape
+  bool profile_failed = false;
+  double device_s = 0;
+  double llm_s = 0;
 };
 
 /// An event for events.jsonl and the progress line.
@@ -182,12 +218,13 @@ typename I::result_type inspect(I& f, evaluation& x) {
 }
 template <class I>
 typename I::result_type inspect(I& f, profile& x) {
-  return f(caf::meta::type_name("profile"), x.candidate_id, x.code, x.label, x.kernel_name, x.work_dir);
+  return f(caf::meta::type_name("profile"), x.candidate_id, x.code, x.label, x.kernel_name, x.work_dir, x.profile_id,
+           x.budget_s);
 }
 template <class I>
 typename I::result_type inspect(I& f, profile_result& x) {
-  return f(caf::meta::type_name("profile_result"), x.candidate_id, x.label, x.available, x.metrics_json,
-           x.roofline_json, x.wall_s);
+  return f(caf::meta::type_name("profile_result"), x.candidate_id, x.label, x.available, x.ok, x.platform,
+           x.kernel_name, x.metrics_json, x.roofline_json, x.error, x.invocation, x.output_tail, x.wall_s);
 }
 template <class I>
 typename I::result_type inspect(I& f, profiling_failed& x) {
@@ -197,13 +234,24 @@ typename I::result_type inspect(I& f, profiling_failed& x) {
 template <class I>
 typename I::result_type inspect(I& f, candidate_spec& x) {
   return f(caf::meta::type_name("candidate_spec"), x.id, x.parent_id, x.round, x.bottleneck_id, x.sample_idx,
-           x.model, x.parent_code, x.parent_time_ms, x.eager_ms, x.history_json, x.work_dir);
+           x.model, x.parent_code, x.parent_time_ms, x.eager_ms, x.history_json, x.work_dir, x.baseline_json,
+           x.num_bottlenecks, x.worker_id, x.synthetic);
 }
 template <class I>
 typename I::result_type inspect(I& f, candidate_result& x) {
   return f(caf::meta::type_name("candidate_result"), x.candidate_id, x.parent_id, x.round, x.gpu_id, x.ok, x.code,
            x.time_ms, x.error, x.failure_cause, x.code_hash, x.bottleneck, x.model, x.attempt_json,
-           x.reflexion_json);
+           x.reflexion_json, x.profile_json, x.device_s, x.llm_s);
+}
+template <class I>
+typename I::result_type inspect(I& f, analyze_parent& x) {
+  return f(caf::meta::type_name("analyze_parent"), x.parent_id, x.code, x.time_ms, x.num_bottlenecks, x.work_dir,
+           x.model, x.known_profile_json);
+}
+template <class I>
+typename I::result_type inspect(I& f, parent_analysis& x) {
+  return f(caf::meta::type_name("parent_analysis"), x.parent_id, x.analysis_json, x.profile_failed, x.device_s,
+           x.llm_s);
 }
 template <class I>
 typename I::result_type inspect(I& f, run_event& x) {

@@ -622,6 +622,8 @@ void program_db::update_program(const std::string& id, const program_update& u) 
   col("sol_pct", u.sol_pct.has_value());
   col("speedup", u.speedup.has_value());
   col("analysis_mode", u.analysis_mode.has_value());
+  col("worker", u.worker.has_value());
+  col("gpu_id", u.gpu_id.has_value());
   sql += fmt::format("updated_at = ?{} WHERE id = ?{}", n + 1, n + 2);
 
   statement s(db_, path_, sql);
@@ -643,6 +645,8 @@ void program_db::update_program(const std::string& id, const program_update& u) 
   bind_if(u.sol_pct);
   bind_if(u.speedup);
   bind_if(u.analysis_mode);
+  bind_if(u.worker);
+  bind_if(u.gpu_id);
   s.bind(i++, iso_utc_now());
   s.bind(i++, id);
   try {

@@ -97,6 +97,8 @@ struct program_update {
   std::optional<double> sol_pct{};
   std::optional<double> speedup{};
   std::optional<std::string> analysis_mode{};
+  std::optional<int> worker{};               ///< set when a planned candidate is dispatched
+  std::optional<int> gpu_id{};
 };
 
 /// Which programs list_programs returns; unset members match everything. Ordered by insertion.

@@ -73,10 +73,19 @@ TEST(Messages, EveryTypeSurvivesTheBinarySerializer) {
   evaluation unmeasured;  // not measured stays not measured across the wire
   EXPECT_FALSE(is_measured(round_trip(sys, unmeasured).time_ms));
 
-  profile p{"r1_c0", "code", "sol", "matvec_kernel", "/tmp"};
+  profile p{"r1_c0", "code", "sol", "matvec_kernel", "/tmp", "r1_c0_sol", 30.0};
   EXPECT_EQ(round_trip(sys, p).kernel_name, "matvec_kernel");
-  profile_result pr{"r1_c0", "sol", true, "{\"a\":1}", "{}", 2.5};
-  EXPECT_EQ(round_trip(sys, pr).metrics_json, "{\"a\":1}");
+  profile_result pr;
+  pr.candidate_id = "r1_c0";
+  pr.available = true;
+  pr.ok = true;
+  pr.platform = "rocm";
+  pr.metrics_json = "{\"a\":1}";
+  pr.wall_s = 2.5;
+  auto pr2 = round_trip(sys, pr);
+  EXPECT_EQ(pr2.metrics_json, "{\"a\":1}");
+  EXPECT_EQ(pr2.platform, "rocm");
+  EXPECT_TRUE(pr2.ok);
   profiling_failed pf{1, "r1_c0", "rocm", "PMC pass 2", "timed out", "tail"};
   EXPECT_EQ(round_trip(sys, pf).invocation, "PMC pass 2");
 
@@ -86,7 +95,12 @@ TEST(Messages, EveryTypeSurvivesTheBinarySerializer) {
   cs.round = 2;
   cs.bottleneck_id = 2;
   cs.parent_time_ms = 3.5;
+  cs.num_bottlenecks = 3;
+  cs.synthetic = true;
+  cs.baseline_json = "{}";
   auto cs2 = round_trip(sys, cs);
+  EXPECT_EQ(cs2.num_bottlenecks, 3);
+  EXPECT_TRUE(cs2.synthetic);
   EXPECT_EQ(cs2.bottleneck_id, 2);
   EXPECT_EQ(cs2.parent_id, "r1_c0");
 
@@ -96,7 +110,19 @@ TEST(Messages, EveryTypeSurvivesTheBinarySerializer) {
   cr.time_ms = 0.9;
   cr.failure_cause = "";
   cr.attempt_json = "{\"round_num\":2}";
-  EXPECT_EQ(round_trip(sys, cr).attempt_json, "{\"round_num\":2}");
+  cr.profile_json = "{\"metrics\":{}}";
+  cr.device_s = 1.5;
+  auto cr2 = round_trip(sys, cr);
+  EXPECT_EQ(cr2.attempt_json, "{\"round_num\":2}");
+  EXPECT_EQ(cr2.profile_json, "{\"metrics\":{}}");
+  EXPECT_DOUBLE_EQ(cr2.device_s, 1.5);
+
+  analyze_parent ap{"r1_c0", "code", 1.5, 3, "/tmp/x", "gpt-5", ""};
+  EXPECT_EQ(round_trip(sys, ap).num_bottlenecks, 3);
+  parent_analysis pa{"r1_c0", "{\"bottlenecks\":[]}", true, 0.5, 1.0};
+  auto pa2 = round_trip(sys, pa);
+  EXPECT_TRUE(pa2.profile_failed);
+  EXPECT_EQ(pa2.analysis_json, "{\"bottlenecks\":[]}");
 
   run_event e{"round_start", "{\"round\":1}"};
   EXPECT_EQ(round_trip(sys, e).type, "round_start");
