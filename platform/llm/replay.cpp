@@ -93,46 +93,131 @@ std::string request_hash(const llm_request& req) {
 
 // ---- replay ------------------------------------------------------------------------------------
 
+namespace {
+
+std::string trim(const std::string& s) {
+  const char* ws = " \t\r\n";
+  auto b = s.find_first_not_of(ws);
+  if (b == std::string::npos) return "";
+  return s.substr(b, s.find_last_not_of(ws) - b + 1);
+}
+
+}  // namespace
+
+replay_front_matter parse_replay_front_matter(const std::string& text, const std::string& where) {
+  replay_front_matter fm;
+  static const std::string open = "<!-- replay";
+  if (text.compare(0, open.size(), open) != 0) return fm;
+  auto eol = text.find('\n');
+  const std::string first = text.substr(0, eol);
+  if (first.size() > open.size() && !std::isspace(static_cast<unsigned char>(first[open.size()])))
+    return fm;  // "<!-- replayed ..." is ordinary reply text
+  if (trim(first) != open)  // e.g. "<!-- replay match: x -->" on one line
+    throw user_error("replay file " + where + ": the front-matter opening line must be '<!-- replay' alone, got '" +
+                     trim(first) + "'");
+  if (eol == std::string::npos)
+    throw user_error("replay file " + where + ": front-matter block '<!-- replay' is never closed (expected a '-->' line)");
+  size_t pos = eol + 1;
+  int line_no = 1;
+  while (true) {
+    ++line_no;
+    if (pos >= text.size())
+      throw user_error("replay file " + where + ": front-matter block '<!-- replay' is never closed (expected a '-->' line)");
+    auto next = text.find('\n', pos);
+    std::string line = trim(text.substr(pos, next == std::string::npos ? std::string::npos : next - pos));
+    pos = next == std::string::npos ? text.size() : next + 1;
+    if (line == "-->") break;
+    if (line.empty() || line[0] == '#') continue;
+    if (line.rfind("match:", 0) == 0) {
+      std::string value = trim(line.substr(6));
+      if (value.empty())
+        throw user_error("replay file " + where + " line " + std::to_string(line_no) +
+                         ": 'match:' needs the literal text to look for");
+      fm.match.push_back(value);
+      continue;
+    }
+    throw user_error("replay file " + where + " line " + std::to_string(line_no) + ": unknown front-matter line '" + line +
+                     "' (expected 'match: TEXT', '# comment' or '-->')");
+  }
+  fm.present = true;
+  fm.body_offset = pos;
+  return fm;
+}
+
 replay_provider::replay_provider(std::string dir, replay_options opt, std::string model)
     : dir_(std::move(dir)), opt_(opt), model_(std::move(model)) {
   std::error_code ec;
   if (!fs::is_directory(dir_, ec)) throw user_error("replay directory '" + dir_ + "' does not exist (llm.replay_dir)");
+  std::map<std::string, std::vector<entry>> all;
   for (auto& de : fs::directory_iterator(dir_)) {
     std::string purpose;
     int number = 0;
     if (!de.is_regular_file() || !split_name(de.path(), purpose, number)) continue;
-    sets_[purpose].push_back({number, de.path().string()});
+    entry e;
+    e.number = number;
+    e.path = de.path().string();
+    const std::string name = de.path().filename().string();
+    if (de.path().extension() == ".json") {
+      // A recording is matched when it carries a top-level "match" array (anything unparsable is
+      // reported when it is served, as before).
+      json j = json::parse(read_file(e.path), nullptr, false);
+      if (j.is_object() && j.contains("match")) {
+        if (!j["match"].is_array())
+          throw user_error("replay file " + e.path + ": \"match\" must be an array of strings");
+        for (auto& m : j["match"]) {
+          if (!m.is_string() || m.get<std::string>().empty())
+            throw user_error("replay file " + e.path + ": \"match\" must hold non-empty strings");
+          e.match.push_back(m.get<std::string>());
+        }
+        e.matched = true;
+      }
+    } else {
+      auto fm = parse_replay_front_matter(read_file(e.path), e.path);
+      e.matched = fm.present;
+      e.match = std::move(fm.match);
+    }
+    all[purpose].push_back(std::move(e));
   }
-  for (auto& [purpose, v] : sets_) {
+  for (auto& [purpose, v] : all) {
     std::sort(v.begin(), v.end(), [](const entry& a, const entry& b) { return a.number < b.number; });
     for (size_t i = 1; i < v.size(); ++i)
       if (v[i].number == v[i - 1].number)
         throw user_error("replay directory '" + dir_ + "' has two replies numbered " + std::to_string(v[i].number) +
                          " for purpose '" + purpose + "': " + fs::path(v[i - 1].path).filename().string() + " and " +
                          fs::path(v[i].path).filename().string());
+    auto& set = sets_[purpose];
+    for (auto& e : v) (e.matched ? set.matched : set.ordered).push_back(e);
   }
 }
 
 int replay_provider::served(const std::string& purpose) const {
   std::lock_guard lk(m_);
-  auto it = next_.find(purpose);
-  return it == next_.end() ? 0 : it->second;
+  auto it = served_.find(safe_purpose(purpose));
+  return it == served_.end() ? 0 : it->second;
 }
 
 llm_response replay_provider::complete(const llm_request& req, const text_callback& on_text) {
   std::string purpose = safe_purpose(req.purpose);
+  auto count = [&] {
+    std::lock_guard lk(m_);
+    ++served_[purpose];
+  };
   if (opt_.by_hash) {
     std::string h = request_hash(req);
-    for (auto& [p, v] : sets_)
-      for (auto& e : v) {
-        if (fs::path(e.path).extension() != ".json") continue;
-        json j = json::parse(read_file(e.path), nullptr, false);
-        if (j.is_object() && j.value("request_hash", "") == h) return serve(e, req, on_text);
-      }
+    for (auto& [p, set] : sets_)
+      for (auto* v : {&set.matched, &set.ordered})
+        for (auto& e : *v) {
+          if (fs::path(e.path).extension() != ".json") continue;
+          json j = json::parse(read_file(e.path), nullptr, false);
+          if (j.is_object() && j.value("request_hash", "") == h) {
+            count();
+            return serve(e, req, on_text);
+          }
+        }
     throw llm_error(llm_error_kind::replay_exhausted,
                     "replay: no recording in '" + dir_ + "' matches request hash " + h + " (purpose '" + purpose + "')");
   }
-  const std::vector<entry>* set = nullptr;
+  const purpose_set* set = nullptr;
   std::string key = purpose;
   if (auto it = sets_.find(purpose); it != sets_.end()) set = &it->second;
   else if (auto any = sets_.find("any"); any != sets_.end()) {
@@ -142,19 +227,55 @@ llm_response replay_provider::complete(const llm_request& req, const text_callba
   if (!set)
     throw llm_error(llm_error_kind::replay_exhausted, "replay: '" + dir_ + "' has no reply for purpose '" + purpose +
                                                           "' (expected files like " + purpose + "_001.md)");
+  // Matched files first: the same request always gets the same reply, whatever came before it.
+  auto contains = [&](const std::string& needle) {
+    if (req.system.find(needle) != std::string::npos) return true;
+    for (auto& m : req.messages)
+      if (m.content.find(needle) != std::string::npos) return true;
+    return false;
+  };
+  std::string misses;  // why each matched file did not match, for the error below
+  int listed = 0;
+  for (auto& e : set->matched) {
+    auto missing = std::find_if(e.match.begin(), e.match.end(), [&](const std::string& m) { return !contains(m); });
+    if (missing == e.match.end()) {
+      count();
+      return serve(e, req, on_text);
+    }
+    if (listed < 4) {
+      std::string shown = missing->size() > 60 ? missing->substr(0, 57) + "..." : *missing;
+      misses += (listed ? "; " : "") + fs::path(e.path).filename().string() + " lacks '" + shown + "'";
+    } else if (listed == 4) {
+      misses += "; " + std::to_string(set->matched.size() - 4) + " more";
+    }
+    ++listed;
+  }
   entry e;
   {
     std::lock_guard lk(m_);
     int& n = next_[key];
-    if (n >= static_cast<int>(set->size())) {
-      if (!opt_.cycle)
+    const bool left = n < static_cast<int>(set->ordered.size());
+    if (!left && (!opt_.cycle || set->ordered.empty())) {
+      const std::string next_name =
+          key + "_" +
+          std::to_string(std::max(set->ordered.empty() ? 0 : set->ordered.back().number,
+                                  set->matched.empty() ? 0 : set->matched.back().number) +
+                         1) +
+          ".md";
+      if (set->matched.empty())
         throw llm_error(llm_error_kind::replay_exhausted,
                         "replay: the set '" + dir_ + "' has no more replies for purpose '" + key + "' (all " +
-                            std::to_string(set->size()) + " used); add " + key + "_" +
-                            std::to_string(set->back().number + 1) + ".md or enable cycling");
-      n = 0;
+                            std::to_string(set->ordered.size()) + " used); add " + next_name + " or enable cycling");
+      throw llm_error(llm_error_kind::replay_exhausted,
+                      "replay: no reply in '" + dir_ + "' for this '" + purpose + "' request: no matched file matches it (" +
+                          misses + ") and " +
+                          (set->ordered.empty() ? "there is no unmatched reply for purpose '" + key + "'"
+                                                : "all " + std::to_string(set->ordered.size()) +
+                                                      " unmatched replies for purpose '" + key + "' are used"));
     }
-    e = (*set)[static_cast<size_t>(n++)];
+    if (!left) n = 0;
+    e = set->ordered[static_cast<size_t>(n++)];
+    ++served_[purpose];
   }
   return serve(e, req, on_text);
 }
@@ -186,6 +307,7 @@ llm_response replay_provider::serve(const entry& e, const llm_request& req, cons
     r.output_tokens = res.value("output_tokens", estimate_tokens(r.text.size()));
     r.stop_reason = res.value("stop_reason", "end_turn");
   } else {
+    if (e.matched) content.erase(0, parse_replay_front_matter(content, e.path).body_offset);
     r.text = content;
     r.input_tokens = estimate_tokens(prompt_chars);
     r.output_tokens = estimate_tokens(content.size());

@@ -8,7 +8,17 @@
 //                      "stop_reason"}} or "error": {"kind", "message", "http_status"} to replay a failure
 // Purposes are whatever the caller puts in llm_request::purpose ("optimize", "refine", "bottleneck",
 // "reflexion", "ask"...). Files named any_<NNN>.* serve purposes that have no file of their own.
-// See docs/llm.md for the full description.
+//
+// Matched replies: a text file that starts with a front-matter block
+//   <!-- replay
+//   match: some literal text
+//   match: another literal text
+//   -->
+// (or a .json recording with a top-level "match": [...] array) is served for every request of its
+// purpose whose system prompt or messages contain EVERY match string, whatever the order of the calls:
+// the lowest-numbered matching file wins and matched files are never used up. A block without match
+// lines matches every request of the purpose. Files without a block are served in numeric order, and
+// only to requests that no matched file matches. See docs/llm.md for the full description.
 #include <map>
 #include <memory>
 #include <mutex>
@@ -28,30 +38,47 @@ struct replay_options {
 /// high_effort (not the model, so a set recorded with one model replays under any --model).
 std::string request_hash(const llm_request& req);
 
-/// Serves a replay set. Throws user_error at construction when the directory is missing, or holds two
-/// files with the same purpose and number.
+/// Serves a replay set. Throws user_error at construction when the directory is missing, holds two
+/// files with the same purpose and number, or holds a malformed front-matter block / "match" array.
 class replay_provider final : public llm_provider {
 public:
   replay_provider(std::string dir, replay_options opt = {}, std::string model = "");
   llm_response complete(const llm_request& req, const text_callback& on_text = {}) override;
   std::string name() const override { return "replay"; }
   std::string default_model() const override { return model_; }
-  /// Replies served so far for `purpose`.
+  /// Replies served so far for `purpose` (matched and in-order ones).
   int served(const std::string& purpose) const;
 
 private:
   struct entry {
-    int number;
+    int number = 0;
     std::string path;
+    bool matched = false;             ///< has a front-matter block / "match" array
+    std::vector<std::string> match;   ///< all must occur in the request (empty + matched: any request)
+  };
+  struct purpose_set {
+    std::vector<entry> matched;  ///< by number
+    std::vector<entry> ordered;  ///< by number; served in turn
   };
   llm_response serve(const entry& e, const llm_request& req, const text_callback& on_text) const;
   std::string dir_;
   replay_options opt_;
   std::string model_;
-  std::map<std::string, std::vector<entry>> sets_;
+  std::map<std::string, purpose_set> sets_;
   mutable std::mutex m_;
-  std::map<std::string, int> next_;
+  std::map<std::string, int> next_;    ///< next in-order reply, per set key
+  std::map<std::string, int> served_;  ///< per requested purpose
 };
+
+/// The literal strings of a front-matter block at the start of `text` (see above), and where the
+/// reply proper starts. `present` is false (and body_offset 0) when the text has no block. Throws
+/// user_error naming `where` for a malformed block.
+struct replay_front_matter {
+  bool present = false;
+  std::vector<std::string> match;
+  size_t body_offset = 0;
+};
+replay_front_matter parse_replay_front_matter(const std::string& text, const std::string& where);
 
 /// Wraps a provider and writes every call (reply or error) as <purpose>_<NNN>.json into `dir`
 /// (`--llm-record DIR`), continuing after the numbers already there. Only the request fields and the
