@@ -1,0 +1,495 @@
+#include "platform/profiling/profile_runner.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <system_error>
+
+#include "platform/common/errors.hpp"
+#include "platform/gpu/specs.hpp"
+#include "platform/nvidia/ncu_parse.hpp"
+#include "platform/nvidia/ncu_plan.hpp"
+#include "platform/nvidia/nvidia_roofline.hpp"
+#include "platform/process/runner.hpp"
+#include "platform/rocm/profile_common.hpp"
+#include "platform/rocm/rocprof_parse.hpp"
+#include "platform/rocm/rocprof_plan.hpp"
+
+namespace fs = std::filesystem;
+
+namespace kagent {
+
+void to_json(nlohmann::json& j, const invocation_record& r) {
+  j = nlohmann::json{{"name", r.name},
+                     {"argv", r.argv},
+                     {"started", r.started},
+                     {"exit_code", r.exit_code},
+                     {"term_signal", r.term_signal},
+                     {"timed_out", r.timed_out},
+                     {"timeout_s", r.timeout_s},
+                     {"start_s", r.start_s},
+                     {"wall_s", r.wall_s},
+                     {"produced_files", r.produced_files},
+                     {"verdict", r.verdict},
+                     {"output_tail", r.output_tail}};
+}
+
+std::optional<double> next_command_timeout(double share_s, double budget_s, double elapsed_s, double kill_grace_s,
+                                           double min_command_s) {
+  const double left = budget_s - elapsed_s - kill_grace_s;
+  if (left < min_command_s) return std::nullopt;
+  return std::min(share_s, left);
+}
+
+std::optional<std::string> derive_kernel_name(const std::string& code) {
+  // A decorator line "@triton.jit", "@triton.jit(...)" or "@jit", then (possibly after further
+  // decorators) the def it decorates.
+  static const std::regex jit_re(R"((^|\n)[ \t]*@[ \t]*(triton[ \t]*\.[ \t]*)?jit\b)");
+  static const std::regex def_re(R"(\bdef[ \t]+([A-Za-z_][A-Za-z0-9_]*)[ \t]*\()");
+  std::vector<std::string> names;
+  for (auto it = std::sregex_iterator(code.begin(), code.end(), jit_re); it != std::sregex_iterator(); ++it) {
+    std::smatch def;
+    auto from = code.begin() + (it->position(0) + it->length(0));
+    if (std::regex_search(from, code.end(), def, def_re)) {
+      std::string name = def[1].str();
+      if (std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
+    }
+  }
+  for (const auto& n : names) {
+    const std::regex launch("\\b" + n + "[ \\t]*\\[");
+    if (std::regex_search(code, launch)) return n;
+  }
+  if (names.size() == 1) return names.front();
+  return std::nullopt;
+}
+
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+
+constexpr double kill_grace_s = 0.5;
+constexpr size_t tail_chars = 2000;
+
+std::string json_literal(const std::string& s) { return nlohmann::json(s).dump(); }
+
+void write_text(const fs::path& p, const std::string& text) {
+  std::ofstream f(p, std::ios::binary | std::ios::trunc);
+  f << text;
+  if (!f) throw run_error("cannot write " + p.string());
+}
+
+std::string output_tail_of(const process_result& r) {
+  if (!r.started) return "could not start: " + r.error;
+  std::string out;
+  if (!r.out.empty()) out += "[stdout]\n" + tail_of(r.out, tail_chars);
+  if (!r.err.empty()) {
+    if (!out.empty() && out.back() != '\n') out += "\n";
+    out += "[stderr]\n" + tail_of(r.err, tail_chars);
+  }
+  return out;
+}
+
+/// A failure that ends the profile: what, which invocation, its output.
+struct profile_failure {
+  std::string error;
+  std::string invocation;
+  std::string output_tail;
+};
+
+class profile_session {
+public:
+  profile_session(const kernel_profile_request& req, kernel_profile_outcome& out)
+      : req_(req), out_(out), t0_(clock_type::now()) {}
+
+  double elapsed() const { return std::chrono::duration<double>(clock_type::now() - t0_).count(); }
+
+  /// Sets up the directory, the kernel file and the launcher; returns the launcher's path.
+  std::string prepare(const std::string& id) {
+    dir_ = fs::absolute(req_.dir);
+    std::error_code ec;
+    fs::create_directories(dir_ / "tmp", ec);
+    if (ec) throw run_error("cannot create the profile directory " + dir_.string() + ": " + ec.message());
+    jsonl_ = dir_ / "invocations.jsonl";
+    write_text(jsonl_, "");  // this profile's records only
+
+    const fs::path wrapper = fs::path(req_.install_root) / "harness" / "profile_wrapper.py";
+    if (req_.install_root.empty() || !fs::is_regular_file(wrapper, ec))
+      throw user_error("profile wrapper not found: " + wrapper.string() + " (install_root is '" +
+                       req_.install_root + "')");
+    if (req_.problem_path.empty() || !fs::is_regular_file(req_.problem_path, ec))
+      throw user_error("problem file not found: '" + req_.problem_path + "'");
+    if (req_.python.empty()) throw user_error("no Python interpreter configured for the profile wrapper");
+
+    const fs::path kernel = dir_ / (id + "_kernel.py");
+    const fs::path launcher = dir_ / (id + "_wrapper.py");
+    write_text(kernel, req_.code);
+    std::string args = json_literal(wrapper.string()) + ", \"--problem\", " +
+                       json_literal(fs::absolute(req_.problem_path).string()) + ", \"--kernel\", " +
+                       json_literal(kernel.string()) + ", \"--device\", " + json_literal(req_.device) +
+                       ", \"--dtype\", " + json_literal(req_.dtype);
+    if (!req_.size.empty()) args += ", \"--size\", " + json_literal(req_.size);
+    write_text(launcher, "# Generated by kagent-actors for profile " + id +
+                             ": runs the harness's profile wrapper on this profile's kernel.\n"
+                             "import runpy\nimport sys\n\nsys.argv = [" +
+                             args + "]\nrunpy.run_path(sys.argv[0], run_name=\"__main__\")\n");
+    return launcher.string();
+  }
+
+  const fs::path& dir() const { return dir_; }
+  /// stdout then stderr of the last command (tails), unlabelled: what ncu's error checks read.
+  const std::string& last_output() const { return last_output_; }
+
+  env_map child_env(const std::map<std::string, std::string>& overrides) const {
+    env_map env = req_.env;
+    for (const auto& [k, v] : overrides) env[k] = v;
+    env["TMPDIR"] = (dir_ / "tmp").string();
+    return env;
+  }
+
+  /// The timeout for the next command, or a failure when the budget is spent.
+  double timeout_for(const std::string& tool, const std::string& name, double share) {
+    auto t = next_command_timeout(share, out_.budget_s, elapsed(), kill_grace_s);
+    if (!t)
+      throw profile_failure{fmt::format("{} profile budget of {:g} s exhausted before {} ({:.1f} s used)", tool,
+                                        out_.budget_s, name, elapsed()),
+                            name, ""};
+    return *t;
+  }
+
+  /// Runs one command and records it. The caller deleted its expected outputs.
+  invocation_record& run(const std::string& name, const std::vector<std::string>& argv, const env_map& env,
+                         double timeout_s, const std::vector<std::string>& expected_outputs) {
+    invocation_record rec;
+    rec.name = name;
+    rec.argv = argv;
+    rec.timeout_s = timeout_s;
+    rec.start_s = elapsed();
+    process_spec spec;
+    spec.argv = argv;
+    spec.env = env;
+    spec.cwd = dir_.string();
+    spec.timeout = std::chrono::milliseconds(static_cast<long long>(timeout_s * 1000));
+    spec.kill_grace = std::chrono::milliseconds(static_cast<long long>(kill_grace_s * 1000));
+    spec.max_output_bytes = 64 * 1024;
+    auto r = run_process(spec);
+    last_output_ = r.out + r.err;
+    rec.started = r.started;
+    rec.exit_code = r.exit_code;
+    rec.term_signal = r.term_signal;
+    rec.timed_out = r.timed_out;
+    rec.wall_s = elapsed() - rec.start_s;
+    rec.output_tail = output_tail_of(r);
+    for (const auto& p : expected_outputs) {
+      std::error_code ec;
+      if (fs::is_regular_file(p, ec)) rec.produced_files.push_back(p);
+    }
+    out_.records.push_back(std::move(rec));
+    return out_.records.back();
+  }
+
+  /// Sets the verdict of the last record and appends it to invocations.jsonl.
+  void settle(const std::string& verdict) {
+    auto& rec = out_.records.back();
+    rec.verdict = verdict;
+    std::ofstream f(jsonl_, std::ios::app | std::ios::binary);
+    f << nlohmann::json(rec).dump() << "\n";
+  }
+
+private:
+  const kernel_profile_request& req_;
+  kernel_profile_outcome& out_;
+  clock_type::time_point t0_;
+  fs::path dir_;
+  fs::path jsonl_;
+  std::string last_output_;
+};
+
+tool_exit exit_of(const invocation_record& r) { return {r.exit_code, r.term_signal, r.timed_out, r.timeout_s}; }
+
+/// The stats row that names `wanted` (exactly, or followed by '(' or '.': a signature or ".kd").
+std::optional<std::string> stats_name_for(const std::vector<kernel_stat>& stats, const std::string& wanted) {
+  for (const auto& s : stats) {
+    if (s.name == wanted) return s.name;
+    if (s.name.size() > wanted.size() && s.name.compare(0, wanted.size(), wanted) == 0 &&
+        (s.name[wanted.size()] == '(' || s.name[wanted.size()] == '.'))
+      return s.name;
+  }
+  return std::nullopt;
+}
+
+bool has_counter_rows(const std::string& text, const std::string& kernel) {
+  try {
+    return !parse_counter_collection(text, kernel).values.empty();
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
+std::string pmc_name(const rocprof_invocation& inv) {
+  return inv.alternative == 0 ? fmt::format("PMC pass {}", inv.pass + 1)
+                              : fmt::format("PMC pass {} (alt {})", inv.pass + 1, inv.alternative + 1);
+}
+
+nlohmann::json run_rocprof(profile_session& s, const kernel_profile_request& req, kernel_profile_outcome& out,
+                           const std::string& id, const std::string& launcher) {
+  std::string binary;
+  try {
+    binary = find_rocprof_binary(req.kwargs, req.env, req.python);
+  } catch (const std::exception& e) {
+    throw profile_failure{e.what(), "setup", ""};
+  }
+  rocprof_plan plan = plan_rocprof({req.python, launcher, s.dir().string(), id, binary},
+                                   {.with_mfma = req.with_mfma,
+                                    .total_budget_s = out.budget_s,
+                                    .per_command_cap_s = req.per_command_cap_s});
+  const env_map env = s.child_env(plan.env_overrides);
+
+  // Stats pass: it must exit 0 and write both CSVs, and they must parse, before any PMC pass runs.
+  const auto& st = plan.stats;
+  const std::string stats_name = "stats pass";
+  double timeout = s.timeout_for("rocprof", stats_name, st.timeout_s);
+  remove_expected_outputs(st);
+  auto& rec = s.run(stats_name, st.argv, env, timeout, st.expected_outputs);
+  const std::string stats_tail = rec.output_tail;
+  if (!rec.started) {
+    s.settle("failed: could not start");
+    throw profile_failure{"rocprof stats pass " + stats_tail, stats_name, stats_tail};
+  }
+  auto stats_csv = first_existing(st.stats_csv_candidates);
+  auto trace_csv = first_existing(st.trace_csv_candidates);
+  if (auto err = judge_stats_attempt(exit_of(rec), stats_csv.has_value(), trace_csv.has_value())) {
+    s.settle("failed: " + *err);
+    throw profile_failure{*err, stats_name, stats_tail};
+  }
+  std::vector<kernel_stat> stats;
+  std::vector<kernel_dispatch> trace;
+  std::string kernel;
+  try {
+    stats = parse_kernel_stats(read_text_file(*stats_csv));
+    trace = parse_kernel_trace(read_text_file(*trace_csv));
+    if (!req.kernel_name.empty()) {
+      kernel = stats_name_for(stats, req.kernel_name).value_or(req.kernel_name);
+    } else {
+      auto derived = derive_kernel_name(req.code);
+      std::optional<std::string> listed = derived ? stats_name_for(stats, *derived) : std::nullopt;
+      if (derived && !listed)
+        out.notes.push_back("the code's kernel '" + *derived +
+                            "' is not in the stats; the busiest non-at:: kernel was profiled");
+      kernel = listed ? *listed : choose_profiled_kernel(stats);
+    }
+    (void)last_dispatch_of(trace, kernel);
+  } catch (const std::exception& e) {
+    s.settle(std::string("failed: ") + e.what());
+    throw profile_failure{e.what(), stats_name, stats_tail};
+  }
+  s.settle("accepted");
+
+  std::vector<std::string> pmc_texts;
+  for (const auto& pass : plan.passes) {
+    for (const auto& inv : pass.alternatives) {
+      const std::string name = pmc_name(inv);
+      double t = s.timeout_for("rocprof", name, inv.timeout_s);
+      {
+        std::ofstream f(inv.input_file, std::ios::binary | std::ios::trunc);
+        f << inv.input_contents;
+      }
+      remove_expected_outputs(inv);
+      auto& r = s.run(name, inv.argv, env, t, inv.expected_outputs);
+      if (!r.started) {
+        s.settle("failed: could not start");
+        throw profile_failure{"rocprof " + name + " " + r.output_tail, name, r.output_tail};
+      }
+      auto csv = first_existing(inv.counter_csv_candidates);
+      std::string text = csv ? read_text_file(*csv) : "";
+      auto o = judge_pmc_attempt(inv, exit_of(r), csv.has_value(), csv && has_counter_rows(text, kernel));
+      if (o.act == pmc_outcome::action::accept) {
+        s.settle("accepted");
+        pmc_texts.push_back(std::move(text));
+        break;
+      }
+      if (o.act == pmc_outcome::action::try_next) {
+        s.settle("rejected: " + o.error + "; trying the next counter name");
+        continue;
+      }
+      if (!pass.required) {
+        s.settle("optional pass failed: " + o.error);
+        std::string counters;
+        for (const auto& c : inv.counters) counters += (counters.empty() ? "" : " ") + c;
+        out.notes.push_back("optional " + name + " (" + counters + ") failed: " + o.error);
+        break;
+      }
+      s.settle("failed: " + o.error);
+      throw profile_failure{o.error, name, r.output_tail};
+    }
+  }
+
+  rocprof_profile prof;
+  try {
+    prof = merge_rocprof(stats, trace, pmc_texts, kernel);
+  } catch (const std::exception& e) {
+    throw profile_failure{e.what(), "merge", ""};
+  }
+  out.kernel_name = prof.kernel_name;
+  out.metrics = nlohmann::json(prof.metrics);
+  nlohmann::json detail = prof;
+  detail["rocprof_bin"] = binary;
+  return detail;
+}
+
+nlohmann::json run_ncu(profile_session& s, const kernel_profile_request& req, kernel_profile_outcome& out,
+                       const std::string& id, const std::string& launcher) {
+  std::string binary;
+  try {
+    binary = find_ncu_binary(req.kwargs, req.env);
+  } catch (const std::exception& e) {
+    throw profile_failure{e.what(), "setup", ""};
+  }
+  std::string filter = req.kernel_name;
+  if (filter.empty()) filter = derive_kernel_name(req.code).value_or("");
+  const bool sudo = ncu_sudo_requested(req.env);
+  // One command: the whole budget less the kill reserve, capped like every profiler command.
+  double share = std::clamp(out.budget_s - 1.0, 1.0, req.per_command_cap_s > 0 ? req.per_command_cap_s : 1e9);
+  ncu_invocation inv = plan_ncu({req.python, launcher, s.dir().string(), id, binary, filter, sudo}, share);
+  const std::string name = "ncu";
+  double t = s.timeout_for("ncu", name, inv.timeout_s);
+  for (const auto& p : inv.expected_outputs) {
+    std::error_code ec;
+    fs::remove(p, ec);
+  }
+  auto& r = s.run(name, inv.argv, s.child_env(inv.env_overrides), t, inv.expected_outputs);
+  const std::string tail = r.output_tail;
+  auto fail = [&](const std::string& err) {
+    s.settle("failed: " + err);
+    return profile_failure{err, name, tail};
+  };
+  if (!r.started) throw fail("ncu " + tail);
+  if (r.timed_out) throw fail(fmt::format("ncu timed out after {:g} s", r.timeout_s));
+  if (r.term_signal != 0 || r.exit_code != 0) {
+    // ncu prints its ==ERROR== lines on either stream; the permission check reads both.
+    throw fail(ncu_failure_message(r.term_signal != 0 ? -r.term_signal : r.exit_code, s.last_output(), sudo));
+  }
+  ncu_selection sel;
+  try {
+    auto table = load_ncu_csv(inv.log_file, inv.kernel_filter);
+    sel = select_ncu_kernel(table, filter.empty() ? std::nullopt : std::optional<std::string>(filter));
+  } catch (const std::exception& e) {
+    throw fail(e.what());
+  }
+  s.settle("accepted");
+  out.kernel_name = sel.kernel_name;
+  out.metrics = nlohmann::json(sel.metrics);
+  nlohmann::json detail = sel;
+  detail["ncu_bin"] = binary;
+  detail["kernel_filter"] = filter;
+  return detail;
+}
+
+std::optional<gpu_specs> specs_for(const std::string& name) {
+  if (name.empty()) return std::nullopt;
+  if (auto s = find_gpu_specs(name)) return s;
+  if (auto key = resolve_gpu_name(name)) return find_gpu_specs(*key);
+  return std::nullopt;
+}
+
+void add_roofline(const kernel_profile_request& req, kernel_profile_outcome& out) {
+  auto specs = specs_for(req.gpu_name);
+  if (req.platform == "rocm") {
+    // ROCm's SOLs are fractions of the spec row's peaks: no row (or another vendor's), no verdict.
+    if (!specs) {
+      out.notes.push_back(req.gpu_name.empty() ? "no gpu_name: no roofline (the metrics are kept)"
+                                               : "unknown gpu_name '" + req.gpu_name +
+                                                     "': no roofline (the metrics are kept)");
+      return;
+    }
+    if (specs->vendor != "amd") {
+      out.notes.push_back("gpu_name '" + req.gpu_name + "' is not an AMD GPU: no ROCm roofline");
+      return;
+    }
+  }
+  // NVIDIA's SOLs are ncu's own percentages of the device's peaks: no spec row needed.
+  try {
+    auto analyzer = make_roofline_analyzer(req.platform, req.roofline, specs);
+    nlohmann::json m = out.metrics;
+    out.roofline = analyzer->analyze_json(m);
+  } catch (const std::exception& e) {
+    out.notes.push_back(std::string("roofline failed: ") + e.what());
+  }
+}
+
+void write_metrics_file(const fs::path& dir, const kernel_profile_request& req, const kernel_profile_outcome& out,
+                        const nlohmann::json& detail) {
+  nlohmann::json j{{"ok", out.ok},
+                   {"platform", out.platform},
+                   {"kernel_id", req.kernel_id},
+                   {"kernel_name", out.kernel_name},
+                   {"gpu_name", req.gpu_name},
+                   {"error", out.error},
+                   {"invocation", out.invocation},
+                   {"metrics", out.metrics},
+                   {"roofline", out.roofline},
+                   {"notes", out.notes},
+                   {"budget_s", out.budget_s},
+                   {"wall_s", out.wall_s},
+                   {"invocations", out.records.size()},
+                   {"detail", detail}};
+  std::ofstream f(dir / "metrics.json", std::ios::binary | std::ios::trunc);
+  f << j.dump(2) << "\n";
+}
+
+} // namespace
+
+kernel_profile_outcome profile_kernel(const kernel_profile_request& req) {
+  kernel_profile_outcome out;
+  out.platform = req.platform;
+  out.budget_s = req.budget_s > 0 ? req.budget_s : default_profile_budget_s(1800);
+  profile_session s(req, out);
+  nlohmann::json detail;
+  bool dir_ready = false;
+  try {
+    if (req.platform != "rocm" && req.platform != "nvidia")
+      throw profile_failure{"profiler platform '" + req.platform + "' cannot profile (expected rocm or nvidia)",
+                            "setup", ""};
+    if (req.dir.empty()) throw profile_failure{"profile directory is empty", "setup", ""};
+    const std::string id = sanitize_kernel_id(req.kernel_id.empty() ? "profile" : req.kernel_id);
+    std::string launcher;
+    try {
+      launcher = s.prepare(id);
+    } catch (const std::exception& e) {
+      throw profile_failure{e.what(), "setup", ""};
+    }
+    dir_ready = true;
+    detail = req.platform == "rocm" ? run_rocprof(s, req, out, id, launcher) : run_ncu(s, req, out, id, launcher);
+    out.ok = true;
+    out.detail = detail;
+    add_roofline(req, out);
+  } catch (const profile_failure& f) {
+    out.ok = false;
+    out.error = f.error;
+    out.invocation = f.invocation;
+    out.output_tail = f.output_tail;
+  } catch (const std::exception& e) {
+    // Our own fault (a file we could not write, say): still a failed profile, never an exception.
+    out.ok = false;
+    out.error = std::string("profiler: ") + e.what();
+    out.invocation = out.records.empty() ? "setup" : out.records.back().name;
+  }
+  if (!out.ok) {
+    out.metrics = nlohmann::json::object();
+    out.roofline = nullptr;
+  }
+  out.wall_s = s.elapsed();
+  if (dir_ready) {
+    try {
+      write_metrics_file(s.dir(), req, out, detail);
+    } catch (const std::exception&) {
+      // The outcome is the result; the file is a convenience.
+    }
+  }
+  return out;
+}
+
+} // namespace kagent

@@ -1,0 +1,102 @@
+#pragma once
+// The profile runner: executes the vendor's profile plan for ONE kernel (SPEC §5, §14 A.1-A.21,
+// B.86, B.105, B.107) and turns what the tools wrote into flat metrics and a roofline verdict.
+//
+//   dir/<id>_kernel.py        the kernel source
+//   dir/<id>_wrapper.py       a launcher: runs harness/profile_wrapper.py on that kernel and the problem
+//   dir/invocations.jsonl     one JSON line per tool invocation (argv, exit, signal, timeout, wall time,
+//                             start offset, produced files, verdict, output tail), appended as it ends
+//   dir/metrics.json          the outcome: ok/error, kernel, flat metrics, roofline, parser detail
+//   dir/tmp/, dir/.triton_cache/   the children's TMPDIR and Triton cache (nothing goes outside dir)
+//
+// ROCm: one stats pass, then one rocprofv3 pass per counter group, each trying its counter-name
+// alternatives in order. NVIDIA: one ncu command filtered to the Triton kernel. Every command runs
+// through run_process (its own process group, killed whole on expiry), one at a time. The whole profile
+// has ONE budget: each command's timeout is its share of the worst case (every alternative run) and is
+// further cut to what is left of the budget, so a profile never outlives `budget_s` (plus the last
+// kill's grace). Blocking; meant for a detached actor.
+#include <nlohmann/json.hpp>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "platform/common/env.hpp"
+#include "platform/config/config.hpp"
+
+namespace kagent {
+
+/// One tool invocation as it happened.
+struct invocation_record {
+  std::string name;                ///< "stats pass", "PMC pass 3", "PMC pass 3 (alt 2)", "ncu"
+  std::vector<std::string> argv;
+  bool started = false;            ///< false: the program could not be executed (see output_tail)
+  int exit_code = -1;
+  int term_signal = 0;
+  bool timed_out = false;
+  double timeout_s = 0;            ///< the timeout it ran under (after budgeting)
+  double start_s = 0;              ///< seconds from the start of the profile
+  double wall_s = 0;
+  std::vector<std::string> produced_files;  ///< expected outputs that exist afterwards (all deleted before)
+  std::string verdict;             ///< "accepted", "rejected: ...", "failed: ...", "optional pass failed: ..."
+  std::string output_tail;         ///< stdout/stderr tails
+};
+
+struct kernel_profile_request {
+  std::string platform;            ///< "rocm" | "nvidia" (the profiler component's platform)
+  std::string code;                ///< the kernel source
+  std::string kernel_id;           ///< unique per profile in the run; sanitised into file names
+  std::string dir;                 ///< where everything of this profile goes (created)
+  std::string python;              ///< interpreter for the wrapper
+  std::string install_root;        ///< holds harness/profile_wrapper.py
+  std::string problem_path;        ///< problem.py
+  env_map env;                     ///< the child environment, already pinned to the device
+  platform_kwargs kwargs;          ///< rocprof_bin_path / ncu_bin_path
+  double budget_s = 0;             ///< the whole profile's budget; <= 0: default_profile_budget_s(1800)
+  std::string gpu_name;            ///< specs row for the roofline (key, marketing or gfx name); "" = none
+  roofline_config roofline;
+  std::string kernel_name;         ///< "" = derive_kernel_name(code), else the busiest-kernel rule
+  // What the wrapper runs; the defaults are what a GPU run needs.
+  std::string device = "cuda";     ///< "cpu" runs the kernel in the Triton interpreter (tests, cpu runs)
+  std::string dtype = "bfloat16";  ///< the evaluator's dtype; "auto" infers it from the code (SPEC §4.1)
+  std::string size;                ///< KAGENT_PROBLEM_SIZE for the wrapper ("" = the problem's default)
+  bool with_mfma = true;           ///< ROCm: the optional MFMA counter pass
+  double per_command_cap_s = 600;  ///< no single command waits longer than this
+};
+
+struct kernel_profile_outcome {
+  bool ok = false;
+  std::string platform;
+  std::string error;               ///< verbatim SPEC error ("rocprof stats pass timed out after 1 s", ...)
+  std::string invocation;          ///< the failing invocation's name ("setup" before any tool ran)
+  std::string output_tail;         ///< the failing invocation's output
+  std::string kernel_name;         ///< the kernel the parser chose
+  nlohmann::json metrics = nlohmann::json::object();  ///< flat: metric -> number
+  nlohmann::json roofline;         ///< roofline_result as JSON, or null
+  /// Parser detail: ROCm {kernel_name, dispatch, metrics, _raw_counters, rocprof_bin}; NVIDIA the
+  /// ncu selection {kernel_name, id, dispatch_count, chosen_by_name, metrics, all_metrics, ncu_bin,
+  /// kernel_filter}. Null on failure.
+  nlohmann::json detail;
+  std::vector<std::string> notes;  ///< e.g. why there is no roofline
+  std::vector<invocation_record> records;
+  double budget_s = 0;             ///< the budget the profile ran under
+  double wall_s = 0;
+};
+
+/// Runs the whole profile. Never throws: tool failures, unusable output, a missing binary or an
+/// exhausted budget come back as ok=false with the error, the invocation and its output tail.
+kernel_profile_outcome profile_kernel(const kernel_profile_request& req);
+
+/// The Triton kernel a candidate launches: the first @triton.jit (or @jit) function whose name is
+/// followed by '[' somewhere in the code (a grid launch); when none is, the only @triton.jit function
+/// if there is exactly one; else nullopt (no name filter: the busiest-kernel rule applies).
+std::optional<std::string> derive_kernel_name(const std::string& code);
+
+/// The timeout of the next command: min(share, what is left of the budget minus the kill grace), or
+/// nullopt when less than `min_command_s` is left (the budget is exhausted).
+std::optional<double> next_command_timeout(double share_s, double budget_s, double elapsed_s,
+                                           double kill_grace_s = 0.5, double min_command_s = 1.0);
+
+void to_json(nlohmann::json& j, const invocation_record& r);
+
+} // namespace kagent

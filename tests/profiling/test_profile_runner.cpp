@@ -1,0 +1,400 @@
+// The profile runner (platform/profiling) against the fake rocprofv3 and ncu: files it writes,
+// invocation records, every fault the fakes offer, the one budget, and that nothing outlives a hang.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <regex>
+
+#include "runner_support.hpp"
+
+using namespace kagent;
+using namespace kagent::test;
+namespace fs = std::filesystem;
+
+namespace {
+
+double metric(const kernel_profile_outcome& o, const std::string& k) { return o.metrics.at(k).get<double>(); }
+
+bool under(const std::string& path, const std::string& dir) { return path.rfind(dir + "/", 0) == 0; }
+
+/// The fake's pid of every logged invocation is gone, and so is its process group.
+void expect_nothing_left(const std::vector<nlohmann::json>& log) {
+  ASSERT_FALSE(log.empty());
+  for (const auto& line : log) {
+    int pid = line.at("pid").get<int>();
+    EXPECT_FALSE(process_alive(pid)) << "pid " << pid << " survived";
+    EXPECT_NE(::killpg(pid, 0), 0) << "process group " << pid << " survived";
+  }
+}
+
+} // namespace
+
+// ---- pure helpers ---------------------------------------------------------------------------------
+
+TEST(ProfileRunner, DerivesTheLaunchedTritonKernel) {
+  EXPECT_EQ(derive_kernel_name(matvec_code()), "matvec_kernel");
+  // A @triton.jit helper defined first is not what is launched.
+  EXPECT_EQ(derive_kernel_name("import triton\n@triton.jit\ndef _helper(x):\n    return x\n\n"
+                               "@triton.autotune(configs=[], key=['n'])\n@triton.jit\ndef add_kernel(x_ptr, n):\n"
+                               "    pass\n\ndef kernel_function(x):\n    add_kernel[(1,)](x, 4)\n"),
+            "add_kernel");
+  EXPECT_EQ(derive_kernel_name("from triton import jit\n@jit\ndef k2(a):\n    pass\n"), "k2");
+  EXPECT_EQ(derive_kernel_name("@triton.jit(do_not_specialize=['n'])\ndef k3(a, n):\n    pass\n"), "k3");
+  // Two jit functions, neither visibly launched: no guess.
+  EXPECT_EQ(derive_kernel_name("@triton.jit\ndef a(x):\n    pass\n@triton.jit\ndef b(x):\n    pass\n"), std::nullopt);
+  EXPECT_EQ(derive_kernel_name("def kernel_function(x):\n    return x\n"), std::nullopt);
+  // A commented-out decorator is not a decorator.
+  EXPECT_EQ(derive_kernel_name("# @triton.jit\ndef f(x):\n    pass\n"), std::nullopt);
+}
+
+TEST(ProfileRunner, NextCommandTimeoutIsItsShareCutToWhatIsLeft) {
+  EXPECT_DOUBLE_EQ(*next_command_timeout(84, 600, 0), 84);
+  EXPECT_DOUBLE_EQ(*next_command_timeout(84, 600, 550), 49.5);  // 600 - 550 - 0.5 s kill grace
+  EXPECT_EQ(next_command_timeout(84, 600, 599), std::nullopt);  // under a second left: exhausted
+  EXPECT_EQ(next_command_timeout(1, 10, 12), std::nullopt);
+}
+
+// ---- ROCm -----------------------------------------------------------------------------------------
+
+TEST(ProfileRunnerRocm, SuccessWritesTheKernelTheLauncherTheRecordsAndTheMetrics) {
+  runner_case c("rocm", "rocm_mi300x_matvec");
+  auto r = c.run();
+  ASSERT_TRUE(r.ok) << r.error << "\n" << r.output_tail;
+  EXPECT_EQ(r.platform, "rocm");
+  EXPECT_EQ(r.kernel_name, "matvec_kernel");
+  EXPECT_DOUBLE_EQ(metric(r, "duration_ms"), 1.2);
+  EXPECT_NEAR(r.roofline.at("memory_sol_pct").get<double>(), 67.53, 0.01);
+  EXPECT_EQ(r.roofline.at("vendor"), "rocm");
+  EXPECT_TRUE(r.error.empty());
+
+  // The kernel and a launcher that runs the harness wrapper on it with the problem.
+  EXPECT_EQ(read_text_file(c.dir("w0_r1_sol_kernel.py")), c.req.code);
+  auto launcher = read_text_file(c.dir("w0_r1_sol_wrapper.py"));
+  for (const std::string& part : {std::string(KAGENT_SOURCE_DIR) + "/harness/profile_wrapper.py", c.req.problem_path,
+                                  c.dir("w0_r1_sol_kernel.py"), std::string("\"--device\", \"cpu\"")})
+    EXPECT_NE(launcher.find(part), std::string::npos) << part << "\n" << launcher;
+
+  // Stats + six counter groups, each with its argv, exit, timeout share and the files it wrote.
+  EXPECT_EQ(record_names(r), (std::vector<std::string>{"stats pass", "PMC pass 1", "PMC pass 2", "PMC pass 3",
+                                                       "PMC pass 4", "PMC pass 5", "PMC pass 6"}));
+  auto lines = log_lines(c.dir("invocations.jsonl"));
+  ASSERT_EQ(lines.size(), r.records.size());
+  auto log = c.log();
+  ASSERT_EQ(log.size(), r.records.size());
+  for (size_t i = 0; i < r.records.size(); ++i) {
+    const auto& rec = r.records[i];
+    EXPECT_TRUE(rec.started);
+    EXPECT_EQ(rec.exit_code, 0);
+    EXPECT_EQ(rec.term_signal, 0);
+    EXPECT_FALSE(rec.timed_out);
+    EXPECT_NEAR(rec.timeout_s, (600.0 - 9) / 9, 1e-9);  // the worst case: 9 commands with the EA fallbacks
+    EXPECT_EQ(rec.verdict, "accepted");
+    EXPECT_FALSE(rec.produced_files.empty()) << rec.name;
+    for (const auto& f : rec.produced_files) {
+      EXPECT_TRUE(under(f, c.req.dir)) << f;
+      EXPECT_TRUE(fs::exists(f)) << f;
+    }
+    EXPECT_EQ(lines[i].at("name"), rec.name);
+    EXPECT_EQ(lines[i].at("argv").get<std::vector<std::string>>(), rec.argv);
+    EXPECT_EQ(lines[i].at("exit_code"), 0);
+    EXPECT_EQ(lines[i].at("timed_out"), false);
+    EXPECT_EQ(lines[i].at("produced_files").get<std::vector<std::string>>(), rec.produced_files);
+    // What the fake saw: the same command, run in the profile directory.
+    auto seen = log[i].at("argv").get<std::vector<std::string>>();
+    EXPECT_EQ(std::vector<std::string>(seen.begin() + 1, seen.end()),
+              std::vector<std::string>(rec.argv.begin() + 1, rec.argv.end()));
+    EXPECT_EQ(fs::canonical(log[i].at("cwd").get<std::string>()), fs::canonical(c.req.dir));
+    if (i > 0) {
+      EXPECT_GE(rec.start_s, r.records[i - 1].start_s + r.records[i - 1].wall_s - 1e-9);
+    }
+  }
+  EXPECT_EQ(r.records[0].produced_files.size(), 4u);  // kernel_stats, kernel_trace, agent_info, domain_stats
+
+  auto m = nlohmann::json::parse(read_text_file(c.dir("metrics.json")));
+  EXPECT_EQ(m.at("ok"), true);
+  EXPECT_EQ(m.at("metrics"), r.metrics);
+  EXPECT_EQ(m.at("kernel_name"), "matvec_kernel");
+  EXPECT_EQ(m.at("roofline"), r.roofline);
+  EXPECT_EQ(m.at("detail").at("dispatch").at("dispatch_id"), 9);  // the measured call after 3 warm-ups
+}
+
+TEST(ProfileRunnerRocm, HangInAPmcPassTimesOutWithinTheBudgetAndLeavesNoProcess) {
+  runner_case c("rocm", "rocm_mi300x_matvec", {{"FAKE_ROCPROF_FAULT_FETCH_SIZE", "hang"}}, 10);  // 1 s each
+  auto r = c.run();
+  EXPECT_FALSE(r.ok);
+  EXPECT_EQ(r.error, "rocprof PMC pass 5 timed out after 1 s");
+  EXPECT_EQ(r.invocation, "PMC pass 5");
+  ASSERT_EQ(r.records.size(), 6u);
+  EXPECT_TRUE(r.records.back().timed_out);
+  EXPECT_DOUBLE_EQ(r.records.back().timeout_s, 1);
+  EXPECT_EQ(r.records.back().verdict, "failed: rocprof PMC pass 5 timed out after 1 s");
+  expect_nothing_left(c.log());
+  // A failed profile still leaves its records and an outcome file.
+  EXPECT_EQ(log_lines(c.dir("invocations.jsonl")).size(), 6u);
+  auto m = nlohmann::json::parse(read_text_file(c.dir("metrics.json")));
+  EXPECT_EQ(m.at("ok"), false);
+  EXPECT_EQ(m.at("error"), r.error);
+  EXPECT_TRUE(r.roofline.is_null());
+  EXPECT_TRUE(r.metrics.empty());
+}
+
+TEST(ProfileRunnerRocm, SignalNonZeroExitAndNoCsvInAPmcPass) {
+  runner_case sig("rocm", "rocm_mi300x_matvec", {{"FAKE_ROCPROF_FAULT_SQ_WAVES", "signal"}});
+  auto r = sig.run();
+  EXPECT_EQ(r.error, "rocprof PMC pass 1 failed (rc=-11, killed by signal 11)");
+  EXPECT_EQ(r.records.back().term_signal, 11);
+  EXPECT_EQ(r.invocation, "PMC pass 1");
+
+  runner_case rc("rocm", "rocm_mi300x_matvec", {{"FAKE_ROCPROF_FAULT_TCC_HIT_sum", "exit_nonzero"}});
+  auto r2 = rc.run();
+  EXPECT_EQ(r2.error, "rocprof PMC pass 2 failed (rc=3)");
+  EXPECT_EQ(r2.records.back().exit_code, 3);
+  EXPECT_NE(r2.output_tail.find("fault injected"), std::string::npos) << r2.output_tail;
+
+  runner_case none("rocm", "rocm_mi300x_matvec", {{"FAKE_ROCPROF_FAULT_TCC_HIT_sum", "no_csv"}});
+  EXPECT_EQ(none.run().error, "rocprof PMC pass 2 failed (rc=0): rocprof completed without a usable CSV");
+}
+
+TEST(ProfileRunnerRocm, StatsPassFaults) {
+  runner_case rc("rocm", "rocm_mi300x_matvec", {{"FAKE_ROCPROF_FAULT_STATS", "exit_nonzero"}});
+  auto r = rc.run();
+  EXPECT_EQ(r.error, "rocprof stats pass failed (rc=3)");
+  EXPECT_EQ(r.invocation, "stats pass");
+  EXPECT_EQ(r.records.size(), 1u);
+
+  runner_case none("rocm", "rocm_mi300x_matvec", {{"FAKE_ROCPROF_FAULT_STATS", "no_csv"}});
+  EXPECT_EQ(none.run().error, "rocprof completed without a usable CSV");
+
+  runner_case hang("rocm", "rocm_mi300x_matvec", {{"FAKE_ROCPROF_FAULT_STATS", "hang"}}, 10);
+  auto h = hang.run();
+  EXPECT_EQ(h.error, "rocprof stats pass timed out after 1 s");
+  expect_nothing_left(hang.log());
+
+  // The program's own failure fails the pass (the fake runs it and returns its status).
+  runner_case prog("rocm", "rocm_mi300x_matvec", {{"FAKE_ROCPROF_RUN_PROGRAM", "1"}});
+  prog.req.python = "false";
+  EXPECT_EQ(prog.run().error, "rocprof stats pass failed (rc=1)");
+}
+
+TEST(ProfileRunnerRocm, EmptyAndStaleCountersAndPartialOnes) {
+  runner_case empty("rocm", "rocm_mi300x_matvec", {{"FAKE_ROCPROF_FAULT_FETCH_SIZE", "empty_csv"}});
+  auto r = empty.run();
+  EXPECT_EQ(r.error, "rocprof PMC pass 5 failed (rc=0): rocprof PMC CSV has no counter rows");
+  EXPECT_EQ(r.records.back().produced_files.size(), 1u);  // the zero-byte CSV
+
+  // A counter file left by an earlier kernel under this prefix is deleted first, never read.
+  runner_case stale("rocm", "rocm_mi300x_matvec", {{"FAKE_ROCPROF_FAULT_WRITE_SIZE", "stale"}});
+  const std::string planted = stale.dir("pmc_1/w0_r1_sol_pass5_0_counter_collection.csv");
+  write_file(planted, "Dispatch_Id,Kernel_Name,Counter_Name,Counter_Value\n9,matvec_kernel,WRITE_SIZE,1\n");
+  auto s = stale.run();
+  EXPECT_EQ(s.error, "rocprof PMC pass 6 failed (rc=0): rocprof completed without a usable CSV");
+  EXPECT_FALSE(fs::exists(planted));
+  EXPECT_TRUE(s.records.back().produced_files.empty());
+
+  runner_case partial("rocm", "rocm_mi300x_matvec", {{"FAKE_ROCPROF_FAULT_SQ_WAVES", "partial"}});
+  auto p = partial.run();
+  ASSERT_TRUE(p.ok) << p.error;
+  EXPECT_EQ(p.metrics.count("sq_waves"), 1u);
+  EXPECT_EQ(p.metrics.count("sq_insts_valu"), 0u);  // absent, never 0
+}
+
+TEST(ProfileRunnerRocm, StatsWithoutAverageNsIsRejected) {
+  runner_case c("rocm", "rocm_mi300x_matvec", {{"FAKE_ROCPROF_FAULT_STATS", "no_average"}});
+  auto r = c.run();
+  EXPECT_EQ(r.error, "rocprof stats CSV has no AverageNs");
+  EXPECT_EQ(r.invocation, "stats pass");
+  EXPECT_EQ(r.records.size(), 1u);
+}
+
+TEST(ProfileRunnerRocm, Ea0NamesRejectedOnGfx90aUseTheAlternative) {
+  runner_case c("rocm", "rocm_gfx90a_matvec", {{"FAKE_ROCPROF_ARCH", "gfx90a"}});
+  auto r = c.run();
+  ASSERT_TRUE(r.ok) << r.error;
+  EXPECT_EQ(record_names(r),
+            (std::vector<std::string>{"stats pass", "PMC pass 1", "PMC pass 2", "PMC pass 3", "PMC pass 3 (alt 2)",
+                                      "PMC pass 4", "PMC pass 4 (alt 2)", "PMC pass 5", "PMC pass 6"}));
+  EXPECT_EQ(r.records[3].verdict, "rejected: rocprof PMC pass 3 failed (rc=1); trying the next counter name");
+  EXPECT_EQ(r.records[3].exit_code, 1);
+  EXPECT_EQ(r.records[4].verdict, "accepted");
+  EXPECT_DOUBLE_EQ(metric(r, "tcc_ea_rdreq"), 33'554'432);
+  EXPECT_EQ(r.detail.at("_raw_counters").count("TCC_EA0_RDREQ_sum"), 0u);
+}
+
+TEST(ProfileRunnerRocm, SlowButWithinTheBudgetIsAccepted) {
+  runner_case c("rocm", "rocm_mi300x_matvec",
+                {{"FAKE_ROCPROF_FAULT_FETCH_SIZE", "slow"}, {"FAKE_ROCPROF_SLOW_S", "0.3"}});
+  auto r = c.run();
+  ASSERT_TRUE(r.ok) << r.error;
+  EXPECT_EQ(r.records[5].name, "PMC pass 5");
+  EXPECT_EQ(r.records[5].verdict, "accepted");
+  EXPECT_DOUBLE_EQ(metric(r, "fetch_size_kb"), c.run().metrics.at("fetch_size_kb").get<double>());
+}
+
+TEST(ProfileRunnerRocm, AnExhaustedBudgetFailsCleanlyAndNoCommandOutlivesIt) {
+  // 2.3 s for 9 worst-case commands: each gets the 1 s floor, cut to what is left; the slow stats pass
+  // spends most of it.
+  const double budget = 2.3;
+  runner_case c("rocm", "rocm_mi300x_matvec",
+                {{"FAKE_ROCPROF_FAULT_STATS", "slow"}, {"FAKE_ROCPROF_SLOW_S", "0.6"}}, budget);
+  auto r = c.run();
+  EXPECT_FALSE(r.ok);
+  static const std::regex exhausted(R"(^rocprof profile budget of 2\.3 s exhausted before (stats pass|PMC pass \d)( \(alt 2\))? \(\d+\.\d s used\)$)");
+  static const std::regex timed_out(R"(^rocprof (stats|PMC) pass( \d)? timed out after [0-9.]+ s$)");
+  // Which of the two ends it depends on the machine's speed; both are the budget at work.
+  EXPECT_TRUE(std::regex_match(r.error, exhausted) || std::regex_match(r.error, timed_out)) << r.error;
+  EXPECT_LT(r.records.size(), 7u);
+  for (const auto& rec : r.records) EXPECT_LE(rec.start_s + rec.timeout_s + 0.5, budget + 1e-9) << rec.name;
+  if (std::regex_match(r.error, exhausted)) {
+    // No record for the command that never started; the failure names it.
+    EXPECT_EQ(r.error.find("before " + r.invocation + " ("), r.error.find("before "));
+    EXPECT_TRUE(r.output_tail.empty());
+  }
+}
+
+TEST(ProfileRunnerRocm, KernelNameAndBinaryChoices) {
+  // An explicit name wins over the busiest-kernel rule.
+  runner_case named("rocm", "rocm_mi300x_matvec");
+  named.req.kernel_name = "matvec_finalize_kernel";
+  auto r = named.run();
+  ASSERT_TRUE(r.ok) << r.error;
+  EXPECT_EQ(r.kernel_name, "matvec_finalize_kernel");
+  EXPECT_DOUBLE_EQ(metric(r, "duration_ms"), 0.02);
+
+  // Code without a recognisable kernel: the busiest non-at:: kernel.
+  runner_case busiest("rocm", "rocm_mi300x_matvec");
+  busiest.req.code = "def kernel_function(x):\n    return x\n";
+  EXPECT_EQ(busiest.run().kernel_name, "matvec_kernel");
+
+  // platform_kwargs.rocprof_bin_path, with the fakes off PATH.
+  runner_case configured("rocm", "rocm_mi300x_matvec");
+  configured.req.env["PATH"] = "/usr/bin:/bin";
+  configured.req.kwargs.rocprof_bin_path = fakes_dir() + "/rocprofv3";
+  auto k = configured.run();
+  ASSERT_TRUE(k.ok) << k.error;
+  EXPECT_EQ(k.records[0].argv[0], fakes_dir() + "/rocprofv3");
+
+  runner_case missing("rocm", "rocm_mi300x_matvec");
+  missing.req.kwargs.rocprof_bin_path = missing.root / "no-such-rocprofv3";
+  auto m = missing.run();
+  EXPECT_FALSE(m.ok);
+  EXPECT_EQ(m.invocation, "setup");
+  EXPECT_NE(m.error.find("platform_kwargs.rocprof_bin_path"), std::string::npos) << m.error;
+  EXPECT_TRUE(m.records.empty());
+  EXPECT_TRUE(missing.log().empty());
+}
+
+TEST(ProfileRunnerRocm, NoSpecRowMeansNoRooflineButTheMetricsStay) {
+  runner_case none("rocm", "rocm_mi300x_matvec");
+  none.req.gpu_name = "";
+  auto r = none.run();
+  ASSERT_TRUE(r.ok) << r.error;
+  EXPECT_TRUE(r.roofline.is_null());
+  EXPECT_DOUBLE_EQ(metric(r, "duration_ms"), 1.2);
+  ASSERT_FALSE(r.notes.empty());
+
+  runner_case other("rocm", "rocm_mi300x_matvec");
+  other.req.gpu_name = "NVIDIA H200";
+  EXPECT_TRUE(other.run().roofline.is_null());
+
+  runner_case isa("rocm", "rocm_mi300x_matvec");
+  isa.req.gpu_name = "gfx942";  // resolved to the MI300X row
+  EXPECT_NEAR(isa.run().roofline.at("memory_sol_pct").get<double>(), 67.53, 0.01);
+}
+
+TEST(ProfileRunner, SetupFailuresComeBackAsOutcomes) {
+  runner_case cpu("rocm", "rocm_mi300x_matvec");
+  cpu.req.platform = "cpu";
+  auto r = cpu.run();
+  EXPECT_FALSE(r.ok);
+  EXPECT_EQ(r.error, "profiler platform 'cpu' cannot profile (expected rocm or nvidia)");
+  EXPECT_EQ(r.invocation, "setup");
+
+  runner_case no_problem("rocm", "rocm_mi300x_matvec");
+  no_problem.req.problem_path = no_problem.root / "missing.py";
+  auto p = no_problem.run();
+  EXPECT_FALSE(p.ok);
+  EXPECT_NE(p.error.find("problem file not found"), std::string::npos) << p.error;
+  EXPECT_TRUE(no_problem.log().empty());
+}
+
+// ---- NVIDIA ---------------------------------------------------------------------------------------
+
+TEST(ProfileRunnerNcu, SuccessRecordsOneInvocationUnderTheWholeBudget) {
+  runner_case c("nvidia", "ncu_h200_matvec");
+  auto r = c.run();
+  ASSERT_TRUE(r.ok) << r.error;
+  ASSERT_EQ(r.records.size(), 1u);
+  const auto& rec = r.records[0];
+  EXPECT_EQ(rec.name, "ncu");
+  EXPECT_EQ(rec.argv[0], fakes_dir() + "/ncu");
+  EXPECT_EQ(rec.argv.back(), c.dir("w0_r1_sol_wrapper.py"));
+  EXPECT_NEAR(rec.timeout_s, 599, 1e-9);  // one command: the budget less a second for the kill
+  EXPECT_EQ(rec.produced_files, std::vector<std::string>{c.dir("w0_r1_sol_ncu.csv")});
+  EXPECT_EQ(r.kernel_name, "matvec_kernel");
+  EXPECT_EQ(r.roofline.at("vendor"), "nvidia");
+  EXPECT_EQ(log_lines(c.dir("invocations.jsonl")).size(), 1u);
+  EXPECT_EQ(fs::canonical(c.log().at(0).at("cwd").get<std::string>()), fs::canonical(c.req.dir));
+
+  // The roofline needs no spec row on NVIDIA: ncu measures against the device's own peaks.
+  runner_case unnamed("nvidia", "ncu_h200_matvec");
+  unnamed.req.gpu_name = "";
+  EXPECT_DOUBLE_EQ(unnamed.run().roofline.at("memory_sol_pct").get<double>(), 12.41);
+}
+
+TEST(ProfileRunnerNcu, HangSignalAndExitFaults) {
+  runner_case hang("nvidia", "ncu_h200_matvec", {{"FAKE_NCU_FAULT", "hang"}}, 3);
+  auto h = hang.run();
+  EXPECT_EQ(h.error, "ncu timed out after 2 s");
+  EXPECT_TRUE(h.records.at(0).timed_out);
+  expect_nothing_left(hang.log());
+
+  runner_case sig("nvidia", "ncu_h200_matvec", {{"FAKE_NCU_FAULT", "signal"}});
+  auto s = sig.run();
+  EXPECT_EQ(s.error.rfind("ncu failed with return code -11: ", 0), 0u) << s.error;
+  EXPECT_EQ(s.records.at(0).term_signal, 11);
+
+  runner_case rc("nvidia", "ncu_h200_matvec", {{"FAKE_NCU_FAULT", "exit_nonzero"}});
+  auto e = rc.run();
+  EXPECT_EQ(e.error.rfind("ncu failed with return code 1: ==ERROR== An error was reported by the driver", 0), 0u)
+      << e.error;
+  EXPECT_EQ(e.invocation, "ncu");
+  EXPECT_NE(e.output_tail.find("fault injected"), std::string::npos);
+
+  runner_case slow("nvidia", "ncu_h200_matvec", {{"FAKE_NCU_FAULT", "slow"}, {"FAKE_NCU_SLOW_S", "0.2"}});
+  EXPECT_TRUE(slow.run().ok);
+}
+
+TEST(ProfileRunnerNcu, MissingEmptyStaleAndKernellessCsv) {
+  runner_case none("nvidia", "ncu_h200_matvec", {{"FAKE_NCU_FAULT", "no_csv"}});
+  EXPECT_EQ(none.run().error, "ncu completed without a CSV (" + none.dir("w0_r1_sol_ncu.csv") + ")");
+
+  runner_case stale("nvidia", "ncu_h200_matvec", {{"FAKE_NCU_FAULT", "stale"}});
+  write_file(stale.dir("w0_r1_sol_ncu.csv"), read_text_file(fixture("ncu_h200_matvec/ncu_raw.csv")));
+  auto s = stale.run();
+  EXPECT_EQ(s.error, "ncu completed without a CSV (" + stale.dir("w0_r1_sol_ncu.csv") + ")");
+  EXPECT_TRUE(s.records.at(0).produced_files.empty());
+
+  runner_case empty("nvidia", "ncu_h200_matvec", {{"FAKE_NCU_FAULT", "empty_csv"}});
+  EXPECT_EQ(empty.run().error, "ncu CSV is likely empty (" + empty.dir("w0_r1_sol_ncu.csv") + ")");
+
+  runner_case nothing("nvidia", "ncu_h200_matvec", {{"FAKE_NCU_FAULT", "no_kernels"}});
+  EXPECT_EQ(nothing.run().error, "ncu profiled no kernel: the filter --kernel-name matvec_kernel matched no launch (" +
+                                     nothing.dir("w0_r1_sol_ncu.csv") + ")");
+
+  runner_case perm("nvidia", "ncu_h200_matvec", {{"FAKE_NCU_FAULT", "permission"}});
+  auto p = perm.run();
+  EXPECT_NE(p.error.find("ERR_NVGPUCTRPERM"), std::string::npos) << p.error;
+  EXPECT_NE(p.error.find("KAGENT_NCU_USE_SUDO=1"), std::string::npos) << p.error;
+}
+
+TEST(ProfileRunnerNcu, WithoutAKnownKernelThereIsNoFilter) {
+  runner_case c("nvidia", "ncu_h200_matvec");
+  c.req.code = "def kernel_function(x):\n    return x\n";
+  auto r = c.run();
+  ASSERT_TRUE(r.ok) << r.error;
+  const auto& argv = r.records.at(0).argv;
+  EXPECT_EQ(std::find(argv.begin(), argv.end(), "--kernel-name"), argv.end());
+  EXPECT_EQ(r.kernel_name, "matvec_kernel");  // the busiest non-at:: kernel
+}
