@@ -19,8 +19,15 @@ caf::behavior gpu_worker_actor(caf::event_based_actor* self, context_ptr ctx, in
 /// Detached: owns the warm Python harness of one device (or the noop backend). evaluate -> evaluation.
 caf::behavior evaluator_actor(caf::event_based_actor* self, context_ptr ctx, int device_id);
 
-/// Detached: runs profiles on one device. profile -> profile_result.
-caf::behavior profiler_actor(caf::event_based_actor* self, context_ptr ctx, int device_id);
+/// Detached: runs profiles on one device, one at a time, under one budget per profile.
+/// profile -> profile_result. A failed profile also goes to `manager` as profiling_failed (supervision).
+/// (mode_atom, "synthetic") stops all further profiler invocations on this device; so does the
+/// profiler's own first failure when its platform is rocm (SPEC §7.4).
+caf::behavior profiler_actor(caf::event_based_actor* self, context_ptr ctx, int device_id, caf::actor manager);
+
+/// Short-lived: profiles a parent (through `worker`), asks the LLM for its bottleneck directions
+/// (or builds the synthetic one), replies analyze_parent -> parent_analysis and quits.
+caf::behavior parent_analysis_actor(caf::event_based_actor* self, context_ptr ctx, caf::actor worker, caf::actor llm);
 
 /// One in-flight candidate pipeline; sends its candidate_result to `worker` and quits.
 caf::behavior candidate_actor(caf::event_based_actor* self, context_ptr ctx, candidate_spec spec, int device_id,

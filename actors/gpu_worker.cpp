@@ -10,6 +10,8 @@
 #include "platform/llm/extract.hpp"
 #include "platform/process/evaluator_client.hpp"
 #include "platform/process/runner.hpp"
+#include "platform/analysis/bottleneck.hpp"
+#include "platform/analysis/reflexion.hpp"
 #include "platform/prompt/prompt.hpp"
 #include "platform/store/util.hpp"
 
@@ -305,25 +307,8 @@ caf::behavior evaluator_actor(caf::event_based_actor* self, context_ptr ctx, int
 }
 
 // ---------------------------------------------------------------------------------------------
-// profiler: noop and cpu return "not available"; the vendors' passes are planned by platform/rocm and
-// platform/nvidia and are wired in by the profiler issue.
-
-caf::behavior profiler_actor(caf::event_based_actor* self, context_ptr ctx, int) {
-  install_exception_handler(self, "profiler");
-  return {
-      [=](const profile& p) -> profile_result {
-        profile_result r;
-        r.candidate_id = p.candidate_id;
-        r.label = p.label;
-        r.available = false;
-        (void)ctx;
-        return r;
-      },
-  };
-}
-
-// ---------------------------------------------------------------------------------------------
-// candidate: prompt -> LLM -> code -> verify (refine) -> benchmark -> result
+// candidate (SPEC §1.3, one round): direction from the parent's cached analysis -> optimization
+// prompt -> LLM -> code -> verify (refine) -> benchmark -> SOL profile -> reflexion -> result
 
 namespace {
 
@@ -334,7 +319,31 @@ struct candidate_state {
   int refinements = 0;
   int llm_calls = 0;
   std::vector<chat_message> conversation;
+  nlohmann::json baseline;       ///< the parent's analysis (profile, bottlenecks, source)
+  nlohmann::json primary;        ///< the direction this candidate follows (bottleneck JSON) or null
+  nlohmann::json attempts = nlohmann::json::array();
+  nlohmann::json reflexions = nlohmann::json::array();
+  nlohmann::json failed_drafts = nlohmann::json::array();  ///< refinement history
+  nlohmann::json attempt;        ///< SPEC §2.7 attempt dict under construction
+  std::string last_error;
 };
+
+std::string read_or_empty(const std::string& path) {
+  try {
+    return store::read_text_file(path);
+  } catch (...) {
+    return "";
+  }
+}
+
+nlohmann::json first_cause(const nlohmann::json& b, const char* key) {
+  if (!b.is_object() || !b.contains("root_causes") || !b["root_causes"].is_array() || b["root_causes"].empty())
+    return nullptr;
+  const auto& rc = b["root_causes"][0];
+  if (std::string(key) == "cause") return rc.value("cause", "");
+  if (rc.contains("fixes") && rc["fixes"].is_array() && !rc["fixes"].empty()) return rc["fixes"][0].value("fix", "");
+  return nullptr;
+}
 
 } // namespace
 
@@ -349,6 +358,48 @@ caf::behavior candidate_actor(caf::event_based_actor* self, context_ptr ctx, can
   st->result.gpu_id = device_id;
   st->result.model = spec.model;
   fs::create_directories(spec.work_dir);
+  if (!spec.history_json.empty()) {
+    auto h = nlohmann::json::parse(spec.history_json, nullptr, false);
+    if (h.is_object()) {
+      if (h.contains("attempts") && h["attempts"].is_array()) st->attempts = h["attempts"];
+      if (h.contains("reflexions") && h["reflexions"].is_array()) st->reflexions = h["reflexions"];
+    }
+  }
+  st->baseline = spec.baseline_json.empty() ? nlohmann::json::object()
+                                            : nlohmann::json::parse(spec.baseline_json, nullptr, false);
+  if (!st->baseline.is_object()) st->baseline = nlohmann::json::object();
+  {
+    // The direction: bottleneck `bottleneck_id` of the parent's analysis (the analyzer was asked for
+    // as many as the strategy fans out, SPEC §14 B.83); the first one when it returned fewer; the
+    // synthetic diagnosis when this device's session is synthetic and there is none.
+    const auto& bs = st->baseline.contains("bottlenecks") && st->baseline["bottlenecks"].is_array()
+                         ? st->baseline["bottlenecks"]
+                         : nlohmann::json::array();
+    const size_t want = static_cast<size_t>(std::max(1, spec.bottleneck_id)) - 1;
+    if (want < bs.size())
+      st->primary = bs[want];
+    else if (!bs.empty())
+      st->primary = bs[0];
+    else if (spec.synthetic)
+      st->primary = to_json(synthetic_bottleneck(ctx->cfg.bottleneck_override, "this device's profiler failed earlier in the run"));
+    if (!ctx->cfg.bottleneck_override.empty() && st->primary.is_object()) st->primary["category"] = ctx->cfg.bottleneck_override;
+  }
+  st->result.bottleneck = st->primary.is_object() ? st->primary.value("category", "") : "";
+  st->attempt = {{"round_num", spec.round},
+                 {"worker_id", spec.worker_id},
+                 {"bottleneck_category", st->result.bottleneck},
+                 {"root_cause", first_cause(st->primary, "cause")},
+                 {"recommended_fix", first_cause(st->primary, "fix")},
+                 {"config_changes", nlohmann::json::object()},
+                 {"time_before_ms", is_measured(spec.parent_time_ms) ? nlohmann::json(spec.parent_time_ms) : nlohmann::json(nullptr)},
+                 {"time_after_ms", nullptr},
+                 {"improvement_pct", nullptr},
+                 {"is_improvement", false},
+                 {"compute_sol_pct", nullptr},
+                 {"memory_sol_pct", nullptr},
+                 {"combined_sol_pct", nullptr},
+                 {"passed_verification", false},
+                 {"error_message", nullptr}};
 
   auto write = [=](const std::string& name, const std::string& text) {
     store::write_file_atomic(fs::path(st->spec.work_dir) / name, text);
@@ -361,35 +412,41 @@ caf::behavior candidate_actor(caf::event_based_actor* self, context_ptr ctx, can
     self->send(worker, st->result);
     self->quit();
   };
-
-  auto prompt_data = [=]() {
-    nlohmann::json d;
-    d["kernel_code"] = st->spec.parent_code;
-    d["parent_time_ms"] = is_measured(st->spec.parent_time_ms) ? fmt::format("{:.4f}", st->spec.parent_time_ms) : "";
-    d["eager_ms"] = is_measured(st->spec.eager_ms) ? fmt::format("{:.4f}", st->spec.eager_ms) : "";
-    d["bottleneck_id"] = st->spec.bottleneck_id;
-    d["target_platform"] = ctx->cfg.target_platform;
-    d["gpu_name"] = ctx->gpu_name;
-    d["platform_guidance"] = platform_guidance(ctx->cfg.target_platform);
-    d["history"] = st->spec.history_json.empty() ? nlohmann::json::array() : nlohmann::json::parse(st->spec.history_json);
-    return d;
+  auto profile_of = [=]() {
+    return st->baseline.contains("profile") && st->baseline["profile"].is_object() ? st->baseline["profile"]
+                                                                                  : nlohmann::json(nullptr);
   };
 
   // Forward declarations through shared function objects: the pipeline loops (refinement).
   auto ask = std::make_shared<std::function<void(const std::string&, const std::string&)>>();
   auto on_code = std::make_shared<std::function<void()>>();
+  auto reflect = std::make_shared<std::function<void()>>();
 
-  // The two steps refer to each other (refinement loops back to the LLM): a reference cycle that
-  // also holds actor handles. Break it when the actor terminates, or the evaluator's detached thread
+  // The steps refer to each other (refinement loops back to the LLM): a reference cycle that also
+  // holds actor handles. Break it when the actor terminates, or the evaluator's detached thread
   // would wait forever for its last reference to go.
-  self->attach_functor([ask, on_code](const caf::error&) {
+  self->attach_functor([ask, on_code, reflect](const caf::error&) {
     *ask = nullptr;
     *on_code = nullptr;
+    *reflect = nullptr;
   });
 
-  *ask = [=](const std::string& purpose, const std::string& prompt_text) {
+  auto llm_request = [=](const std::string& purpose, const std::vector<chat_message>& messages, int max_tokens,
+                         bool high_effort) {
     ++st->llm_calls;
-    const auto n = st->llm_calls;
+    complete req;
+    req.request_id = fmt::format("{}#{}", st->spec.id, st->llm_calls);
+    req.purpose = purpose;
+    req.model = st->spec.model;
+    req.messages = messages;
+    req.max_tokens = max_tokens;
+    req.high_effort = high_effort;
+    req.candidate_id = st->spec.id;
+    return req;
+  };
+
+  *ask = [=](const std::string& purpose, const std::string& prompt_text) {
+    const auto n = st->llm_calls + 1;
     write(fmt::format("{}_{}_prompt.txt", n, purpose), prompt_text);
     // A follow-up (the reply had no usable code) continues the conversation: the whole exchange is
     // sent (SPEC §14 B.96), so the model sees its own reply and why it was rejected.
@@ -397,17 +454,11 @@ caf::behavior candidate_actor(caf::event_based_actor* self, context_ptr ctx, can
       st->conversation.push_back({"user", prompt_text});
     else
       st->conversation = {{"user", prompt_text}};
-    complete req;
-    req.request_id = fmt::format("{}#{}", st->spec.id, n);
-    req.purpose = purpose;
-    req.model = st->spec.model;
-    req.messages = st->conversation;
-    req.max_tokens = purpose == "refine" ? 20000 : ctx->cfg.llm.max_tokens;
-    req.high_effort = ctx->cfg.high_reasoning_effort;
-    req.candidate_id = st->spec.id;
-    self->request(llm, caf::infinite, req)
+    const int max_tokens = purpose.rfind("refine", 0) == 0 ? 20000 : ctx->cfg.llm.max_tokens;
+    self->request(llm, caf::infinite, llm_request(purpose, st->conversation, max_tokens, ctx->cfg.high_reasoning_effort))
         .then(
             [=](const completion& c) {
+              st->result.llm_s += c.latency_s;
               if (!c.ok) return finish(false, "llm", c.error_kind + ": " + c.error);
               write(fmt::format("{}_{}_reply.txt", n, purpose), c.text);
               auto x = extract_kernel(c.text);
@@ -430,12 +481,23 @@ caf::behavior candidate_actor(caf::event_based_actor* self, context_ptr ctx, can
             [=](caf::error& err) { finish(false, "llm", "llm_client unavailable: " + to_string(err)); });
   };
 
+  auto fail_verification = [=](const evaluation& e) {
+    st->attempt["passed_verification"] = false;
+    st->attempt["error_message"] = tail_text(e.error, 2000);
+    st->result.attempt_json = st->attempt.dump();
+    // No reflexion after a failed verification (SPEC §14 B.111): there is no performance outcome to
+    // reflect on; the failed attempt itself goes into the shared history.
+    finish(false, e.failure_cause.empty() ? "verification" : e.failure_cause,
+           fmt::format("Verification failed after {} refinement attempts:\n{}", st->refinements, tail_text(e.error, 2000)));
+  };
+
   *on_code = [=]() {
     write("kernel.py", st->code);
     evaluate v{st->spec.id, st->code, "verify", st->spec.work_dir};
     self->request(evaluator, caf::infinite, v)
         .then(
             [=](const evaluation& e) {
+              st->result.device_s += e.wall_s;
               if (!e.verified) {
                 write(fmt::format("verify_{}.log", st->refinements), e.error + "\n--- stderr ---\n" + e.stderr_tail);
                 // Refine also after a ban violation (SPEC §14 B.99); crashes and timeouts too, since
@@ -443,59 +505,131 @@ caf::behavior candidate_actor(caf::event_based_actor* self, context_ptr ctx, can
                 // fails the candidate.
                 if (st->refinements < ctx->cfg.max_refine_attempts) {
                   ++st->refinements;
-                  auto d = prompt_data();
-                  d["kernel_code"] = st->code;
-                  d["error_type"] = (e.error.find("SyntaxError") != std::string::npos ||
-                                     e.error.find("CompilationError") != std::string::npos)
-                                        ? "compilation"
-                                        : "runtime";
-                  d["error"] = tail_text(e.error, 2000);
-                  d["stderr"] = tail_text(e.stderr_tail, 2000);
-                  d["stdout"] = tail_text(e.stdout_tail, 1000);
-                  (*ask)("refine", render_prompt("kernel_refinement", d, ctx->cfg.templates, ctx->install_root));
+                  refinement_prompt_input in;
+                  in.kernel_code = st->code;
+                  in.platform = ctx->cfg.target_platform;
+                  in.test_code = read_or_empty(ctx->test_path);
+                  const std::string chosen = e.stderr_tail.find_first_not_of(" \n\t") != std::string::npos
+                                                 ? e.stderr_tail
+                                                 : e.stdout_tail;
+                  in.error_type = (chosen.find("CompilationError") != std::string::npos ||
+                                   chosen.find("SyntaxError") != std::string::npos ||
+                                   e.error.find("SyntaxError") != std::string::npos)
+                                      ? "compilation"
+                                      : "runtime";
+                  in.stderr_text = tail_text(e.error + (e.stderr_tail.empty() ? "" : "\n" + e.stderr_tail), 2000);
+                  in.stdout_text = tail_text(e.stdout_tail, 1000);
+                  in.history = st->failed_drafts;
+                  st->failed_drafts.push_back({{"kernel_code", st->code.substr(0, 500)},
+                                               {"stderr", tail_text(e.error, 2000)},
+                                               {"stdout", tail_text(e.stdout_tail, 1000)}});
+                  while (st->failed_drafts.size() > 8) st->failed_drafts.erase(st->failed_drafts.begin());
+                  (*ask)("refine", render_refinement_prompt(in, ctx->cfg.templates, ctx->install_root));
                   return;
                 }
-                return finish(false, e.failure_cause.empty() ? "verification" : e.failure_cause,
-                              fmt::format("Verification failed after {} refinement attempts:\n{}", st->refinements,
-                                          tail_text(e.error, 2000)));
+                return fail_verification(e);
               }
+              st->attempt["passed_verification"] = true;
               evaluate b{st->spec.id, st->code, "benchmark", st->spec.work_dir};
               self->request(evaluator, caf::infinite, b)
                   .then(
                       [=](const evaluation& be) {
-                        if (!be.benchmarked)
+                        st->result.device_s += be.wall_s;
+                        if (!be.benchmarked) {
+                          st->attempt["error_message"] = tail_text(be.error, 2000);
+                          st->result.attempt_json = st->attempt.dump();
                           return finish(false, be.failure_cause.empty() ? "benchmark" : be.failure_cause, be.error);
+                        }
                         st->result.time_ms = be.time_ms;
                         st->result.code_hash = be.code_hash;
                         st->result.code = st->code;
-                        nlohmann::json attempt{{"round_num", st->spec.round},
-                                               {"worker_id", device_id},
-                                               {"bottleneck_id", st->spec.bottleneck_id},
-                                               {"time_before_ms", st->spec.parent_time_ms},
-                                               {"time_after_ms", be.time_ms},
-                                               {"passed_verification", true},
-                                               {"refinements", st->refinements}};
-                        st->result.attempt_json = attempt.dump();
-                        // SOL profile of the new kernel. Platforms without a profiler (noop, cpu)
-                        // answer "not available"; a failed profile never fails the candidate.
-                        self->request(profiler, caf::infinite,
-                                      profile{st->spec.id, st->code, "sol", "", st->spec.work_dir})
-                            .then([=](const profile_result& pr) {
-                                    if (pr.available) write("sol_profile.json", pr.metrics_json);
-                                    finish(true, "", "");
-                                  },
-                                  [=](caf::error&) { finish(true, "", ""); });
+                        st->attempt["time_after_ms"] = be.time_ms;
+                        st->attempt["config_changes"] = config_changes(st->spec.parent_code, st->code);
+                        if (is_measured(st->spec.parent_time_ms) && st->spec.parent_time_ms > 0) {
+                          st->attempt["improvement_pct"] =
+                              (st->spec.parent_time_ms - be.time_ms) / st->spec.parent_time_ms * 100.0;
+                          st->attempt["is_improvement"] = be.time_ms < st->spec.parent_time_ms;
+                        }
+                        if (st->spec.synthetic) {
+                          // Synthetic session: no profiler call at all on this device (SPEC §14 A.23).
+                          return (*reflect)();
+                        }
+                        profile p;
+                        p.candidate_id = st->spec.id;
+                        p.code = st->code;
+                        p.label = "sol";
+                        p.work_dir = st->spec.work_dir;
+                        p.profile_id = st->spec.id + "_sol";
+                        self->request(profiler, caf::infinite, p)
+                            .then(
+                                [=](const profile_result& pr) {
+                                  st->result.device_s += pr.wall_s;
+                                  if (pr.available && pr.ok) {
+                                    nlohmann::json prof{{"metrics", nlohmann::json::parse(pr.metrics_json.empty() ? "{}" : pr.metrics_json, nullptr, false)},
+                                                        {"roofline", pr.roofline_json.empty() ? nlohmann::json(nullptr) : nlohmann::json::parse(pr.roofline_json, nullptr, false)},
+                                                        {"kernel_name", pr.kernel_name},
+                                                        {"platform", pr.platform}};
+                                    st->result.profile_json = prof.dump();
+                                    write("sol_profile.json", prof.dump(2));
+                                    const auto& rl = prof["roofline"];
+                                    if (rl.is_object()) {
+                                      for (const char* k : {"compute_sol_pct", "memory_sol_pct"})
+                                        if (rl.contains(k)) st->attempt[k] = rl[k];
+                                      if (rl.contains("efficiency_pct")) st->attempt["combined_sol_pct"] = rl["efficiency_pct"];
+                                    }
+                                  } else if (pr.available) {
+                                    // A failed SOL profile never fails the candidate (SPEC §1.6); the
+                                    // profiler reported it to the manager already.
+                                    write("sol_profile_error.txt", pr.invocation + ": " + pr.error + "\n" + pr.output_tail);
+                                  }
+                                  (*reflect)();
+                                },
+                                [=](caf::error&) { (*reflect)(); });
                       },
                       [=](caf::error& err) { finish(false, "crash", "evaluator unavailable: " + to_string(err)); });
             },
             [=](caf::error& err) { finish(false, "crash", "evaluator unavailable: " + to_string(err)); });
   };
 
+  // Reflexion (SPEC §8.4): what the attempt taught; a failed or unparsable reply falls back to a
+  // reflexion built from the attempt's own numbers, and never fails the verified candidate.
+  *reflect = [=]() {
+    st->result.attempt_json = st->attempt.dump();
+    const auto prompt_text = render_reflexion_prompt(st->attempt, ctx->cfg.templates, ctx->install_root);
+    const auto n = st->llm_calls + 1;
+    write(fmt::format("{}_reflexion_prompt.txt", n), prompt_text);
+    self->request(llm, caf::infinite, llm_request("reflexion", {{"user", prompt_text}}, 2048, false))
+        .then(
+            [=](const completion& c) {
+              st->result.llm_s += c.latency_s;
+              if (c.ok) write(fmt::format("{}_reflexion_reply.txt", n), c.text);
+              auto r = parse_reflexion_reply(c.ok ? c.text : "", st->attempt);
+              st->result.reflexion_json = r.dump();
+              finish(true, "", "");
+            },
+            [=](caf::error&) {
+              st->result.reflexion_json = parse_reflexion_reply("", st->attempt).dump();
+              finish(true, "", "");
+            });
+  };
+
   return {
       [=](start_atom) {
         if (fault_requested(*ctx, "candidate_throw", st->spec.id))
           throw std::runtime_error("injected fault: candidate_throw:" + st->spec.id);
-        (*ask)("optimize", render_prompt("kernel_optimization", prompt_data(), ctx->cfg.templates, ctx->install_root));
+        optimization_prompt_input in;
+        in.kernel_code = st->spec.parent_code;
+        in.platform = ctx->cfg.target_platform;
+        in.gpu_name = ctx->gpu_name;
+        in.problem_code = read_or_empty(ctx->problem_path);
+        in.eager_ms = st->spec.eager_ms;
+        in.current_best_ms = st->spec.parent_time_ms;
+        const auto prof = profile_of();
+        in.roofline = prof.is_object() && prof.contains("roofline") ? prof["roofline"] : nlohmann::json(nullptr);
+        in.bottleneck = st->primary;
+        in.attempts = st->attempts;
+        in.reflexions = st->reflexions;
+        (*ask)("optimize", render_optimization_prompt(in, ctx->cfg.templates, ctx->install_root));
       },
   };
 }
@@ -509,6 +643,7 @@ struct gpu_worker_state {
   caf::actor profiler;
   std::map<caf::actor_addr, std::pair<std::string, caf::response_promise>> running;  // candidate -> (id, promise)
   std::map<std::string, candidate_spec> specs;
+  bool synthetic = false;
 };
 } // namespace
 
@@ -519,9 +654,8 @@ caf::behavior gpu_worker_actor(caf::event_based_actor* self, context_ptr ctx, in
   // Detached: the evaluator and the profiler block on child processes and must not hold a
   // scheduler thread. Linked: if this worker dies they go with it (and their children with them).
   st->evaluator = self->spawn<caf::detached + caf::linked>(evaluator_actor, ctx, device_id);
-  st->profiler = self->spawn<caf::detached + caf::linked>(profiler_actor, ctx, device_id);
+  st->profiler = self->spawn<caf::detached + caf::linked>(profiler_actor, ctx, device_id, manager);
   (void)worker_index;
-  (void)manager;
 
   self->set_down_handler([=](caf::down_msg& dm) {
     auto it = st->running.find(dm.source);
@@ -543,9 +677,11 @@ caf::behavior gpu_worker_actor(caf::event_based_actor* self, context_ptr ctx, in
   });
 
   return {
-      [=](const candidate_spec& spec) -> caf::result<candidate_result> {
-        if (fault_requested(*ctx, "gpu_worker_throw", spec.id))
-          throw std::runtime_error("injected fault: gpu_worker_throw:" + spec.id);
+      [=](const candidate_spec& in) -> caf::result<candidate_result> {
+        if (fault_requested(*ctx, "gpu_worker_throw", in.id))
+          throw std::runtime_error("injected fault: gpu_worker_throw:" + in.id);
+        auto spec = in;
+        spec.synthetic = spec.synthetic || st->synthetic;
         auto rp = self->make_response_promise<candidate_result>();
         auto c = self->spawn<caf::monitored>(candidate_actor, ctx, spec, device_id, caf::actor{self}, st->evaluator,
                                              st->profiler, llm);
@@ -558,6 +694,15 @@ caf::behavior gpu_worker_actor(caf::event_based_actor* self, context_ptr ctx, in
         // The manager's own device work (the initial kernel and the references) queues behind the
         // candidates' on the same evaluator, so one device never runs two timings at once.
         return self->delegate(st->evaluator, e);
+      },
+      [=](const profile& p) {
+        // Baseline profiles for the manager's cache run on this device's profiler, in its queue.
+        return self->delegate(st->profiler, p);
+      },
+      [=](mode_atom, const std::string& mode) {
+        // From the manager (supervision): this device's session switches mode for the rest of the run.
+        if (mode == "synthetic") st->synthetic = true;
+        self->send(st->profiler, mode_atom::value, mode);
       },
       [=](const candidate_result& r) {
         // From one of our candidates: fulfil the manager's request.

@@ -1,13 +1,19 @@
-// manager: root supervisor of a run. Owns the program DB, runs the strategy round by round, hands
-// candidates to gpu workers (least loaded first), supervises them, and writes the final artifacts.
+// manager: root supervisor of a run. Owns the program DB, the strategy and the baseline cache; plans
+// candidates round by round (or continuously in the async schedule), hands them to gpu workers
+// (least loaded first, at most num_workers in flight), supervises workers and profilers, and writes
+// the final artifacts. Every decision that matters for --resume is committed to program.db first.
 #include <fmt/format.h>
 
 #include <chrono>
+#include <deque>
 #include <filesystem>
 #include <map>
+#include <set>
 
 #include "actors/actors.hpp"
 #include "actors/strategy.hpp"
+#include "platform/gpu/specs.hpp"
+#include "platform/nvidia/nvidia_roofline.hpp"
 #include "platform/store/program_db.hpp"
 #include "platform/store/run_directory.hpp"
 #include "platform/store/util.hpp"
@@ -23,6 +29,8 @@ struct worker_slot {
   int device_id = 0;
   int inflight = 0;
   int restarts = 0;
+  bool synthetic = false;
+  std::string synthetic_reason;
 };
 
 struct inflight_candidate {
@@ -33,18 +41,53 @@ struct inflight_candidate {
 struct manager_state {
   std::unique_ptr<store::program_db> db;
   std::unique_ptr<search_strategy> strategy;
+  std::unique_ptr<roofline_analyzer> stop_rule;  ///< run-level roofline stop check (new bests only)
   caf::actor reporter, llm;
   std::vector<worker_slot> workers;
+  std::deque<candidate_spec> queue;                   ///< planned, waiting for a slot or an analysis
   std::map<std::string, inflight_candidate> inflight;
+  std::map<std::string, nlohmann::json> analysis;     ///< parent id -> baseline analysis
+  std::set<std::string> analyzing;
+  std::map<std::string, std::string> profiles;        ///< program id -> its SOL profile JSON
+  std::set<std::string> expanded;                     ///< async: parent|direction|model|sample
+  std::set<std::string> diverged;                     ///< verified, but too slow to become a parent
   std::vector<program_entry> round_results;
+  std::string default_model;
   int round = 0;
   int next_candidate = 0;
+  int slots = 1;
+  bool async = false;
   double eager = -1, compile = -1, initial = -1;
   bool finished = false;
+  bool resumed = false;
+  bool stop_requested = false;
+  std::string stop_reason;
+  int profiling_failures = 0;
+  nlohmann::json mode_changes = nlohmann::json::array();
+  double device_s = 0, llm_s = 0;
   std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now();
 };
 
 nlohmann::json num_or_null(double v) { return is_measured(v) ? nlohmann::json(v) : nlohmann::json(nullptr); }
+
+std::string combo_key(const std::string& parent, int direction, const std::string& model, int sample) {
+  return fmt::format("{}|{}|{}|{}", parent, direction, model, sample);
+}
+
+int candidate_number(const std::string& id) {
+  auto c = id.rfind("_c");
+  if (c == std::string::npos) return -1;
+  try {
+    return std::stoi(id.substr(c + 2));
+  } catch (...) {
+    return -1;
+  }
+}
+
+nlohmann::json spec_to_json(const candidate_spec& s) {
+  return {{"id", s.id},           {"parent_id", s.parent_id},     {"round", s.round},
+          {"bottleneck_id", s.bottleneck_id}, {"sample_idx", s.sample_idx}, {"model", s.model}};
+}
 
 } // namespace
 
@@ -53,7 +96,22 @@ caf::behavior manager_actor(caf::event_based_actor* self, context_ptr ctx, caf::
   auto st = std::make_shared<manager_state>();
   const auto run_path = fs::path(ctx->run_path);
   st->db = std::make_unique<store::program_db>(store::program_db::open(run_path / "program.db"));
-  st->strategy = make_strategy(ctx->cfg, ctx->cfg.llm.model.empty() ? ctx->cfg.openai_model : ctx->cfg.llm.model);
+  st->default_model = ctx->cfg.llm.model.empty() ? ctx->cfg.openai_model : ctx->cfg.llm.model;
+  st->strategy = make_strategy(ctx->cfg, st->default_model);
+  st->async = ctx->cfg.strategy_cfg.schedule == "async" && ctx->cfg.strategy != "greedy";
+  st->slots = std::max(1, ctx->cfg.num_workers);
+  {
+    // The roofline stop rule needs the vendor of the roofline component and the device's peaks.
+    const std::string rv = ctx->cfg.platform.roofline_analyzer;
+    if (rv == "nvidia" || rv == "rocm") {
+      try {
+        st->stop_rule = make_roofline_analyzer(rv, ctx->cfg.roofline,
+                                               ctx->gpu_name.empty() ? std::nullopt : find_gpu_specs(ctx->gpu_name));
+      } catch (const std::exception&) {
+        st->stop_rule.reset();  // no specs for this device: no stop rule, the search runs its rounds
+      }
+    }
+  }
   st->reporter = self->spawn<caf::linked>(reporter_actor, ctx);
   st->llm = self->spawn<caf::linked>(llm_client_actor, ctx, caf::actor{self}, st->reporter);
 
@@ -65,11 +123,24 @@ caf::behavior manager_actor(caf::event_based_actor* self, context_ptr ctx, caf::
     auto& w = st->workers[k];
     w.actor = self->spawn<caf::monitored>(gpu_worker_actor, ctx, static_cast<int>(k), w.device_id, st->llm,
                                           caf::actor{self});
+    if (w.synthetic) self->send(w.actor, mode_atom::value, std::string{"synthetic"});
   };
   for (size_t k = 0; k < ctx->device_ids.size(); ++k) {
-    st->workers.push_back({caf::actor{}, ctx->device_ids[k], 0, 0});
-    spawn_worker(k);
+    st->workers.push_back({caf::actor{}, ctx->device_ids[k], 0, 0, false, ""});
   }
+
+  auto least_loaded = [=]() -> size_t {
+    size_t k = 0;
+    for (size_t i = 1; i < st->workers.size(); ++i)
+      if (st->workers[i].inflight < st->workers[k].inflight) k = i;
+    return k;
+  };
+
+  auto save_modes = [=]() {
+    nlohmann::json m = nlohmann::json::object();
+    for (const auto& w : st->workers) m[std::to_string(w.device_id)] = w.synthetic ? "synthetic" : "profiled";
+    st->db->set_state_json(store::state_key::analysis_mode, m);
+  };
 
   // ---- the end ---------------------------------------------------------------------------------
   auto finish = [=](bool success, const std::string& error) {
@@ -82,12 +153,17 @@ caf::behavior manager_actor(caf::event_based_actor* self, context_ptr ctx, caf::
     if (!error.empty()) s["error"] = error;
     s["strategy"] = ctx->cfg.name;
     s["search"] = st->strategy->name();
+    s["schedule"] = st->async ? "async" : "rounds";
+    s["num_workers"] = st->slots;
     s["kernel_dir"] = ctx->kernel_dir;
     s["run_dir"] = ctx->run_path;
     s["run_id"] = run_path.filename().string();
     s["vendor"] = ctx->vendor;
     s["devices"] = ctx->device_ids;
     s["gpu_name"] = ctx->gpu_name;
+    s["platform"] = ctx->cfg.platform.uniform();
+    s["profiler_platform"] = ctx->cfg.platform.profiler;
+    s["resumed"] = st->resumed;
     s["eager_ms"] = num_or_null(st->eager);
     s["compile_ms"] = num_or_null(st->compile);
     s["initial_ms"] = num_or_null(st->initial);
@@ -104,9 +180,17 @@ caf::behavior manager_actor(caf::event_based_actor* self, context_ptr ctx, caf::
     }
     s["rounds"] = st->round;
     s["candidates"] = st->db->count() - 1;  // minus the initial kernel
-    s["verified"] = st->db->count(store::program_status::verified);
+    s["verified"] = std::max<std::int64_t>(0, st->db->count(store::program_status::verified) - 1);
     s["failed"] = st->db->count(store::program_status::failed);
     s["failures_by_cause"] = st->db->failures_by_cause();
+    s["diverged"] = st->diverged.size();
+    if (st->stop_requested) s["early_stop_reason"] = st->stop_reason;
+    nlohmann::json synth = nlohmann::json::array();
+    for (const auto& w : st->workers)
+      if (w.synthetic) synth.push_back({{"gpu_id", w.device_id}, {"reason", w.synthetic_reason}});
+    s["synthetic_devices"] = synth;
+    s["profiling_failures"] = st->profiling_failures;
+    s["mode_changes"] = st->mode_changes;
     nlohmann::json top = nlohmann::json::array();
     for (const auto& p : st->db->top_k_verified(5))
       top.push_back({{"program_id", p.id}, {"time_ms", num_or_null(p.time_ms.value_or(-1))}, {"generation", p.round}});
@@ -125,6 +209,7 @@ caf::behavior manager_actor(caf::event_based_actor* self, context_ptr ctx, caf::
     llm["by_purpose_and_model"] = by;
     s["llm"] = llm;
     s["wall_s"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - st->t0).count();
+    s["device_s"] = st->device_s;
     rd.write_summary(s);
     st->db->set_state(store::state_key::status, s["success"].get<bool>() ? "finished" : "failed");
     emit("run_end", {{"success", s["success"]}, {"best_ms", s["best_ms"]}, {"error", error}});
@@ -138,89 +223,198 @@ caf::behavior manager_actor(caf::event_based_actor* self, context_ptr ctx, caf::
       self->send(waiter, finish_atom::value, code, s.dump());
       self->quit();
     };
-    self->request(st->reporter, std::chrono::seconds(30), finish_atom::value, s.dump())
+    self->request(st->reporter, std::chrono::seconds(60), finish_atom::value, s.dump())
         .then([=](caf::unit_t) { shutdown(); }, [=](caf::error&) { shutdown(); });
   };
 
-  // ---- rounds ----------------------------------------------------------------------------------
-  auto start_round = std::make_shared<std::function<void(int)>>();
+  // ---- planning and dispatch -------------------------------------------------------------------
+  auto pump = std::make_shared<std::function<void()>>();
   auto on_result = std::make_shared<std::function<void(const candidate_result&)>>();
+  auto start_round = std::make_shared<std::function<void(int)>>();
+  auto refill = std::make_shared<std::function<void()>>();
 
-  self->attach_functor([start_round, on_result](const caf::error&) {  // break the closure cycle
-    *start_round = nullptr;
+  self->attach_functor([pump, on_result, start_round, refill](const caf::error&) {  // break closure cycles
+    *pump = nullptr;
     *on_result = nullptr;
+    *start_round = nullptr;
+    *refill = nullptr;
   });
 
+  // A planned candidate: recorded as pending with its plan before anything runs, so that --resume
+  // finds it again.
+  auto plan_candidate = [=](const candidate_plan& plan, int round) {
+    candidate_spec spec;
+    spec.id = fmt::format("r{}_c{}", round, st->next_candidate++);
+    spec.parent_id = plan.parent.id;
+    spec.round = round;
+    spec.bottleneck_id = plan.bottleneck_id;
+    spec.sample_idx = plan.sample_idx;
+    spec.model = plan.model;
+    spec.parent_code = plan.parent.code;
+    spec.parent_time_ms = plan.parent.time_ms;
+    spec.work_dir = (run_path / "candidates" / spec.id).string();
+    store::program_record rec;
+    rec.id = spec.id;
+    rec.parent_id = spec.parent_id;
+    rec.round = round;
+    rec.status = store::program_status::pending;
+    rec.model = spec.model;
+    rec.bottleneck = fmt::format("direction {}", spec.bottleneck_id);
+    st->db->insert_program(rec);
+    st->db->set_states({{"spec:" + spec.id, spec_to_json(spec).dump()},
+                        {store::state_key::next_candidate, std::to_string(st->next_candidate)}});
+    st->expanded.insert(combo_key(spec.parent_id, spec.bottleneck_id, spec.model, spec.sample_idx));
+    st->queue.push_back(spec);
+  };
+
+  auto request_analysis = [=](const candidate_spec& spec) {
+    const std::string pid = spec.parent_id;
+    st->analyzing.insert(pid);
+    const size_t k = least_loaded();
+    auto a = self->spawn(parent_analysis_actor, ctx, st->workers[k].actor, st->llm);
+    analyze_parent req;
+    req.parent_id = pid;
+    req.code = spec.parent_code;
+    req.time_ms = spec.parent_time_ms;
+    req.num_bottlenecks = st->strategy->directions_needed();
+    req.work_dir = (run_path / "baseline_profiles" / pid).string();
+    req.model = spec.model;
+    if (auto it = st->profiles.find(pid); it != st->profiles.end()) req.known_profile_json = it->second;
+    emit("analysis_start", {{"parent_id", pid}, {"gpu_id", st->workers[k].device_id},
+                            {"profile_reused", !req.known_profile_json.empty()}});
+    const double budget = ctx->cfg.candidate_timeout_s;
+    self->request(a, std::chrono::milliseconds(static_cast<long>(budget * 1000)), req)
+        .then(
+            [=](const parent_analysis& pa) {
+              auto j = nlohmann::json::parse(pa.analysis_json, nullptr, false);
+              if (j.is_discarded()) j = {{"profile", nullptr}, {"bottlenecks", nlohmann::json::array()}, {"source", "none"}};
+              st->analysis[pid] = j;
+              st->analyzing.erase(pid);
+              st->device_s += pa.device_s;
+              st->db->set_state("analysis:" + pid, j.dump());
+              emit("analysis", {{"parent_id", pid}, {"source", j.value("source", "none")},
+                                {"directions", j.contains("bottlenecks") ? j["bottlenecks"].size() : 0},
+                                {"profile_failed", pa.profile_failed}, {"device_s", pa.device_s},
+                                {"llm_s", pa.llm_s}});
+              (*pump)();
+            },
+            [=](caf::error& err) {
+              // No analysis: the candidates still run, with the direction left to the model.
+              nlohmann::json j{{"profile", nullptr}, {"bottlenecks", nlohmann::json::array()}, {"source", "none"},
+                               {"error", to_string(err)}};
+              st->analysis[pid] = j;
+              st->analyzing.erase(pid);
+              st->db->set_state("analysis:" + pid, j.dump());
+              emit("error", {{"what", "parent analysis failed"}, {"parent_id", pid}, {"reason", to_string(err)}});
+              (*pump)();
+            });
+  };
+
+  auto history_json = [=]() {
+    nlohmann::json attempts = nlohmann::json::array(), reflexions = nlohmann::json::array();
+    for (const auto& a : st->db->list_attempts(5)) attempts.push_back(store::to_json(a));
+    for (const auto& r : st->db->list_reflexions(5)) reflexions.push_back(store::to_json(r));
+    return nlohmann::json{{"attempts", attempts}, {"reflexions", reflexions}}.dump();
+  };
+
+  auto dispatch = [=](candidate_spec spec) {
+    const size_t k = least_loaded();
+    auto& w = st->workers[k];
+    ++w.inflight;
+    spec.worker_id = static_cast<int>(k);
+    spec.eager_ms = st->eager;
+    spec.num_bottlenecks = st->strategy->directions_needed();
+    spec.history_json = history_json();
+    if (auto it = st->analysis.find(spec.parent_id); it != st->analysis.end()) spec.baseline_json = it->second.dump();
+    st->inflight[spec.id] = {static_cast<int>(k), spec};
+    store::program_update u;
+    u.worker = static_cast<int>(k);
+    u.gpu_id = w.device_id;
+    st->db->update_program(spec.id, u);
+    emit("candidate_start", {{"candidate_id", spec.id}, {"parent_id", spec.parent_id}, {"round", spec.round},
+                             {"gpu_id", w.device_id}, {"slot", static_cast<int>(st->inflight.size())},
+                             {"direction", spec.bottleneck_id}});
+    const auto timeout = std::chrono::milliseconds(static_cast<long>(ctx->cfg.candidate_timeout_s * 1000));
+    self->request(w.actor, timeout, spec)
+        .then([=](const candidate_result& res) { (*on_result)(res); },
+              [=](caf::error& err) {
+                // Anything but a timeout means the worker died (CAF answers its pending requests
+                // with the exit reason before the down_msg arrives). The down handler records those
+                // candidates and respawns the worker first, so nothing goes to the dead one.
+                if (err != caf::sec::request_timeout) return;
+                candidate_result res;
+                res.candidate_id = spec.id;
+                res.parent_id = spec.parent_id;
+                res.round = spec.round;
+                res.model = spec.model;
+                res.failure_cause = "timeout";
+                res.error = fmt::format("candidate exceeded candidate_timeout_s={}", ctx->cfg.candidate_timeout_s);
+                (*on_result)(res);
+              });
+  };
+
+  *pump = [=]() {
+    if (st->finished) return;
+    for (auto it = st->queue.begin(); it != st->queue.end();) {
+      const auto& spec = *it;
+      if (!st->analysis.count(spec.parent_id)) {
+        if (!st->analyzing.count(spec.parent_id)) request_analysis(spec);
+        ++it;
+        continue;
+      }
+      if (static_cast<int>(st->inflight.size()) >= st->slots) break;
+      auto s = *it;
+      it = st->queue.erase(it);
+      dispatch(s);
+    }
+  };
+
+  // ---- rounds ----------------------------------------------------------------------------------
   auto end_round = [=]() {
     st->strategy->update_with_results(st->round_results, st->round);
     st->round_results.clear();
     auto best = st->strategy->best();
     st->db->set_states({{store::state_key::round, std::to_string(st->round)},
+                        {"round_done", std::to_string(st->round)},
                         {"strategy_state", st->strategy->save_state().dump()}});
     emit("round_end", {{"round", st->round},
                        {"best_ms", best ? num_or_null(best->time_ms) : nlohmann::json(nullptr)},
                        {"best_program_id", best ? best->id : ""}});
+    if (st->stop_requested) return finish(true, "");
     if (st->strategy->should_terminate(st->round, ctx->cfg.max_rounds)) return finish(true, "");
     (*start_round)(st->round + 1);
   };
 
   *start_round = [=](int r) {
     st->round = r;
+    st->db->set_state(store::state_key::round, std::to_string(r));
     auto plans = st->strategy->select_candidates(r);
     if (plans.empty()) return finish(true, "");
     emit("round_start", {{"round", r}, {"max_rounds", ctx->cfg.max_rounds}, {"candidates", plans.size()}});
-    nlohmann::json history = nlohmann::json::array();
-    for (const auto& a : st->db->list_attempts(5)) history.push_back(store::to_json(a));
-    for (const auto& plan : plans) {
-      candidate_spec spec;
-      spec.id = fmt::format("r{}_c{}", r, st->next_candidate++);
-      spec.parent_id = plan.parent.id;
-      spec.round = r;
-      spec.bottleneck_id = plan.bottleneck_id;
-      spec.sample_idx = plan.sample_idx;
-      spec.model = plan.model;
-      spec.parent_code = plan.parent.code;
-      spec.parent_time_ms = plan.parent.time_ms;
-      spec.eager_ms = st->eager;
-      spec.history_json = history.dump();
-      spec.work_dir = (run_path / "candidates" / spec.id).string();
-      // Least-loaded worker: a slow device does not hold the others' queue.
-      size_t k = 0;
-      for (size_t i = 1; i < st->workers.size(); ++i)
-        if (st->workers[i].inflight < st->workers[k].inflight) k = i;
-      auto& w = st->workers[k];
-      ++w.inflight;
-      st->inflight[spec.id] = {static_cast<int>(k), spec};
-      store::program_record rec;
-      rec.id = spec.id;
-      rec.parent_id = spec.parent_id;
-      rec.round = r;
-      rec.worker = static_cast<int>(k);
-      rec.gpu_id = w.device_id;
-      rec.status = store::program_status::pending;
-      rec.code = "";
-      rec.model = spec.model;
-      rec.bottleneck = fmt::format("direction {}", spec.bottleneck_id);
-      st->db->insert_program(rec);
-      const auto timeout = std::chrono::milliseconds(static_cast<long>(ctx->cfg.candidate_timeout_s * 1000));
-      self->request(w.actor, timeout, spec)
-          .then([=](const candidate_result& res) { (*on_result)(res); },
-                [=](caf::error& err) {
-                  // Anything but a timeout means the worker died (CAF answers its pending
-                  // requests with the exit reason before the down_msg arrives). The down handler
-                  // records those candidates and respawns the worker first, so that the next
-                  // round never goes to the dead one.
-                  if (err != caf::sec::request_timeout) return;
-                  candidate_result res;
-                  res.candidate_id = spec.id;
-                  res.parent_id = spec.parent_id;
-                  res.round = spec.round;
-                  res.model = spec.model;
-                  res.failure_cause = "timeout";
-                  res.error = fmt::format("candidate exceeded candidate_timeout_s={}", ctx->cfg.candidate_timeout_s);
-                  (*on_result)(res);
-                });
+    for (const auto& plan : plans) plan_candidate(plan, r);
+    (*pump)();
+  };
+
+  // ---- async: no round barrier -----------------------------------------------------------------
+  // Every (parent, direction, model, sample) of the current beam is expanded at most once; a parent
+  // of generation max_rounds is not expanded. The run ends when nothing is queued, nothing is in
+  // flight and the beam offers nothing new.
+  *refill = [=]() {
+    if (st->finished) return;
+    if (!st->stop_requested) {
+      for (const auto& plan : st->strategy->select_candidates(st->round + 1)) {
+        if (plan.parent.generation >= ctx->cfg.max_rounds) continue;
+        if (st->expanded.count(combo_key(plan.parent.id, plan.bottleneck_id, plan.model, plan.sample_idx))) continue;
+        plan_candidate(plan, plan.parent.generation + 1);
+      }
     }
+    if (st->queue.empty() && st->inflight.empty() && st->analyzing.empty()) return finish(true, "");
+    (*pump)();
+  };
+
+  auto to_entry = [](const store::program_record& p) {
+    return program_entry{p.id, p.parent_id.value_or(""), p.code, p.time_ms.value_or(-1), p.round,
+                         p.code_hash.value_or("")};
   };
 
   *on_result = [=](const candidate_result& res) {
@@ -228,10 +422,15 @@ caf::behavior manager_actor(caf::event_based_actor* self, context_ptr ctx, caf::
     if (it == st->inflight.end()) return;  // already recorded (its worker went down first)
     auto& w = st->workers[static_cast<size_t>(it->second.worker)];
     --w.inflight;
+    const candidate_spec spec = it->second.spec;
     st->inflight.erase(it);
+    st->device_s += res.device_s;
+    st->llm_s += res.llm_s;
     store::program_update u;
     u.code = res.code;
-    u.model = res.model;
+    u.model = res.model.empty() ? spec.model : res.model;
+    if (!res.bottleneck.empty()) u.bottleneck = res.bottleneck;
+    u.analysis_mode = w.synthetic ? "synthetic" : "profiled";
     bool ok = res.ok;
     std::string cause = res.failure_cause, error = res.error;
     if (ok) {
@@ -243,34 +442,109 @@ caf::behavior manager_actor(caf::event_based_actor* self, context_ptr ctx, caf::
       }
     }
     u.code_hash = res.code_hash.empty() ? store::sha256_hex(res.code) : res.code_hash;
+    auto best_before = st->strategy->best();
+    for (const auto& r : st->round_results)
+      if (!best_before || r.time_ms < best_before->time_ms) best_before = r;
+    // "New best" is decided before any tracker moves (SPEC §14 B.81).
+    const bool new_best = ok && (!best_before || best_before->time_ms < 0 || res.time_ms < best_before->time_ms);
+    bool diverged = false;
     if (ok) {
       u.status = store::program_status::verified;
       u.time_ms = res.time_ms;
       if (st->initial > 0) u.speedup = st->initial / res.time_ms;
-      st->round_results.push_back({res.candidate_id, res.parent_id, res.code, res.time_ms, res.round, *u.code_hash});
+      // divergence_threshold (SPEC §4.3): a kernel that much slower than its parent stays recorded
+      // and verified, but never becomes a parent.
+      if (is_measured(spec.parent_time_ms) && spec.parent_time_ms > 0 &&
+          (res.time_ms - spec.parent_time_ms) / spec.parent_time_ms * 100.0 > ctx->cfg.divergence_threshold)
+        diverged = true;
     } else {
       u.status = store::program_status::failed;
       u.failure_cause = cause.empty() ? "unknown" : cause;
       u.error = error;
     }
-    st->db->update_program(res.candidate_id, u);
-    if (!res.attempt_json.empty()) {
-      auto a = store::attempt_from_json(nlohmann::json::parse(res.attempt_json));
-      a.program_id = res.candidate_id;
-      st->db->insert_attempt(a);
+    nlohmann::json prof = res.profile_json.empty() ? nlohmann::json(nullptr)
+                                                   : nlohmann::json::parse(res.profile_json, nullptr, false);
+    if (ok && prof.is_object() && prof.contains("roofline") && prof["roofline"].is_object()) {
+      const auto& rl = prof["roofline"];
+      if (rl.contains("compute_sol_pct") && rl["compute_sol_pct"].is_number()) u.compute_sol_pct = rl["compute_sol_pct"].get<double>();
+      if (rl.contains("memory_sol_pct") && rl["memory_sol_pct"].is_number()) u.memory_sol_pct = rl["memory_sol_pct"].get<double>();
+      if (rl.contains("efficiency_pct") && rl["efficiency_pct"].is_number()) u.sol_pct = rl["efficiency_pct"].get<double>();
     }
-    auto best = st->strategy->best();
-    double best_ms = best ? best->time_ms : -1;
-    if (ok && (best_ms < 0 || res.time_ms < best_ms)) best_ms = res.time_ms;
+    st->db->update_program(res.candidate_id, u);
+    if (ok && !res.profile_json.empty()) {
+      st->profiles[res.candidate_id] = res.profile_json;
+      st->db->set_state("profile:" + res.candidate_id, res.profile_json);
+    }
+    if (diverged) {
+      st->diverged.insert(res.candidate_id);
+      st->db->set_state_json("diverged", nlohmann::json(st->diverged));
+      emit("note", {{"what", "diverged"}, {"candidate_id", res.candidate_id},
+                    {"time_ms", res.time_ms}, {"parent_time_ms", spec.parent_time_ms},
+                    {"divergence_threshold", ctx->cfg.divergence_threshold}});
+    }
+    if (!res.attempt_json.empty()) {
+      auto aj = nlohmann::json::parse(res.attempt_json, nullptr, false);
+      if (aj.is_object()) {
+        auto a = store::attempt_from_json(aj);
+        a.program_id = res.candidate_id;
+        a.worker_id = spec.worker_id;
+        a.round_num = spec.round;
+        st->db->insert_attempt(a);
+      }
+    }
+    if (!res.reflexion_json.empty()) {
+      auto rj = nlohmann::json::parse(res.reflexion_json, nullptr, false);
+      if (rj.is_object()) {
+        auto r = store::reflexion_from_json(rj);
+        r.program_id = res.candidate_id;
+        r.worker_id = spec.worker_id;
+        r.round_num = spec.round;
+        st->db->insert_reflexion(r);
+      }
+    }
+    // Roofline stop (SPEC §6.1, §14 A.29-A.30): only a new best at its roofline, and only when the
+    // analyzer's config says early_stop.
+    if (new_best && st->stop_rule && prof.is_object() && prof.contains("roofline") && prof["roofline"].is_object()) {
+      try {
+        roofline_result rr = prof["roofline"].get<roofline_result>();
+        auto d = st->stop_rule->should_stop(rr);
+        if (d.stop && st->stop_rule->config().early_stop && rr.at_roofline) {
+          st->stop_requested = true;
+          st->stop_reason = d.reason;
+          emit("note", {{"what", "roofline stop"}, {"candidate_id", res.candidate_id}, {"reason", d.reason}});
+        }
+      } catch (const std::exception& e) {
+        emit("error", {{"what", "roofline of the new best could not be read"}, {"reason", e.what()}});
+      }
+    }
+    double best_ms = best_before ? best_before->time_ms : -1;
+    if (new_best) best_ms = res.time_ms;
     emit("candidate_result", {{"candidate_id", res.candidate_id}, {"parent_id", res.parent_id},
-                              {"round", res.round},                {"gpu_id", res.gpu_id},
+                              {"round", spec.round},              {"gpu_id", w.device_id},
                               {"ok", ok},                          {"time_ms", ok ? nlohmann::json(res.time_ms) : nlohmann::json(nullptr)},
                               {"failure_cause", ok ? "" : u.failure_cause.value_or("")},
-                              {"error", ok ? "" : error.substr(0, 500)}, {"best_ms", num_or_null(best_ms)}});
-    bool round_done = true;
+                              {"error", ok ? "" : error.substr(0, 500)}, {"best_ms", num_or_null(best_ms)},
+                              {"new_best", new_best}, {"device_s", res.device_s}, {"llm_s", res.llm_s},
+                              {"diverged", diverged}});
+    if (st->finished) return;
+    if (st->async) {
+      if (ok && !diverged) {
+        auto rec = st->db->get_program(res.candidate_id);
+        st->strategy->update_with_results({to_entry(*rec)}, spec.round);
+        st->db->set_state("strategy_state", st->strategy->save_state().dump());
+      }
+      st->round = std::max(st->round, spec.round);
+      return (*refill)();
+    }
+    if (ok && !diverged) {
+      auto rec = st->db->get_program(res.candidate_id);
+      st->round_results.push_back(to_entry(*rec));
+    }
+    bool round_done = st->queue.empty();
     for (const auto& [id, c] : st->inflight)
       if (c.spec.round == st->round) round_done = false;
-    if (round_done && !st->finished) end_round();
+    if (round_done) return end_round();
+    (*pump)();
   };
 
   // ---- supervision -----------------------------------------------------------------------------
@@ -301,57 +575,202 @@ caf::behavior manager_actor(caf::event_based_actor* self, context_ptr ctx, caf::
     }
   });
 
+  // ---- start: a new run evaluates the initial kernel; a resumed one reloads its state -----------
+  auto begin_search = [=]() {
+    if (st->async) return (*refill)();
+    (*start_round)(1);
+  };
+
+  auto start_fresh = [=]() {
+    store::program_record init;
+    init.id = "initial";
+    init.round = 0;
+    init.worker = -1;
+    init.gpu_id = ctx->device_ids.empty() ? 0 : ctx->device_ids.front();
+    init.status = store::program_status::pending;
+    init.code = ctx->input_code;
+    if (!st->db->get_program("initial")) st->db->insert_program(init);
+    const auto work_dir = (run_path / "candidates" / "initial").string();
+    fs::create_directories(work_dir);
+    const auto timeout = std::chrono::milliseconds(
+        static_cast<long>((ctx->test_timeout_s + 3 * ctx->cfg.benchmark_timeout_s) * 1000));
+    self->request(st->workers.front().actor, timeout, evaluate{"initial", ctx->input_code, "initial", work_dir})
+        .then(
+            [=](const evaluation& e) {
+              st->eager = e.eager_ms;
+              st->compile = e.compile_ms;
+              st->device_s += e.wall_s;
+              store::program_update u;
+              u.code_hash = e.code_hash.empty() ? store::sha256_hex(ctx->input_code) : e.code_hash;
+              if (!e.verified) {
+                u.status = store::program_status::failed;
+                u.failure_cause = e.failure_cause.empty() ? "verification" : e.failure_cause;
+                u.error = e.error;
+                st->db->update_program("initial", u);
+                emit("error", {{"what", "initial kernel failed verification"}, {"error", e.error.substr(0, 2000)}});
+                return finish(false, "Initial kernel failed correctness verification: " + e.error.substr(0, 300));
+              }
+              // The measured initial time is stored (SPEC §14 B.87): parents carry real times.
+              st->initial = e.time_ms;
+              u.status = store::program_status::verified;
+              u.time_ms = e.time_ms;
+              st->db->update_program("initial", u);
+              st->db->set_state_json(store::state_key::eager_ms, num_or_null(st->eager));
+              st->db->set_state_json(store::state_key::compile_ms, num_or_null(st->compile));
+              st->db->set_state_json(store::state_key::initial_ms, num_or_null(st->initial));
+              emit("initial", {{"initial_ms", num_or_null(st->initial)}, {"eager_ms", num_or_null(st->eager)},
+                               {"compile_ms", num_or_null(st->compile)}, {"best_ms", num_or_null(st->initial)}});
+              st->strategy->initialize({"initial", "", ctx->input_code, is_measured(e.time_ms) ? e.time_ms : -1, 0,
+                                        *u.code_hash});
+              begin_search();
+            },
+            [=](caf::error& err) { finish(false, "Initial kernel could not be evaluated: " + to_string(err)); });
+  };
+
+  // --resume: rebuild the search from what program.db committed. The strategy is replayed from the
+  // stored results (round by round, or one by one in arrival order for async), which gives exactly
+  // the state an uninterrupted run had at that point; pending candidates are planned again with
+  // their original ids and plans, so none is lost and none is evaluated twice.
+  auto resume = [=]() {
+    auto init = st->db->get_program("initial");
+    if (!init || init->status != store::program_status::verified) return start_fresh();
+    auto num = [&](const char* key) {
+      auto j = st->db->get_state_json(key);
+      return j && j->is_number() ? j->get<double>() : -1.0;
+    };
+    st->eager = num(store::state_key::eager_ms);
+    st->compile = num(store::state_key::compile_ms);
+    st->initial = init->time_ms.value_or(-1);
+    st->strategy->initialize(to_entry(*init));
+    for (const auto& [key, value] : st->db->all_state()) {
+      if (key.rfind("analysis:", 0) == 0) {
+        auto j = nlohmann::json::parse(value, nullptr, false);
+        if (!j.is_discarded()) st->analysis[key.substr(9)] = j;
+      } else if (key.rfind("profile:", 0) == 0) {
+        st->profiles[key.substr(8)] = value;
+      }
+    }
+    if (auto d = st->db->get_state_json("diverged"); d && d->is_array())
+      for (const auto& id : *d) st->diverged.insert(id.get<std::string>());
+    if (auto m = st->db->get_state_json(store::state_key::analysis_mode); m && m->is_object())
+      for (auto& w : st->workers)
+        if (m->value(std::to_string(w.device_id), std::string{}) == "synthetic") {
+          w.synthetic = true;
+          w.synthetic_reason = "synthetic before the resume";
+          self->send(w.actor, mode_atom::value, std::string{"synthetic"});
+        }
+    const int round_done = std::stoi(st->db->get_state("round_done").value_or("0"));
+    int max_round = 0;
+    std::vector<store::program_record> pending;
+    std::vector<store::program_record> all = st->db->list_programs();
+    for (const auto& p : all) {
+      if (p.id == "initial") continue;
+      st->next_candidate = std::max(st->next_candidate, candidate_number(p.id) + 1);
+      max_round = std::max(max_round, p.round);
+      if (auto s = st->db->get_state("spec:" + p.id)) {
+        auto j = nlohmann::json::parse(*s);
+        st->expanded.insert(combo_key(j.value("parent_id", ""), j.value("bottleneck_id", 1), j.value("model", ""),
+                                      j.value("sample_idx", 0)));
+      }
+      if (p.status == store::program_status::pending) pending.push_back(p);
+    }
+    // Replay the strategy: every completed, verified, non-diverged result in commit order.
+    auto eligible = [&](const store::program_record& p) {
+      return p.id != "initial" && p.status == store::program_status::verified && !st->diverged.count(p.id);
+    };
+    if (st->async) {
+      for (const auto& p : all)
+        if (eligible(p)) st->strategy->update_with_results({to_entry(p)}, p.round);
+      st->round = max_round;
+    } else {
+      for (int r = 1; r <= round_done; ++r) {
+        std::vector<program_entry> rs;
+        for (const auto& p : all)
+          if (p.round == r && eligible(p)) rs.push_back(to_entry(p));
+        st->strategy->update_with_results(rs, r);
+      }
+      st->round = std::max(round_done, max_round);
+      for (const auto& p : all)
+        if (p.round == st->round && st->round > round_done && eligible(p)) st->round_results.push_back(to_entry(p));
+    }
+    // Re-plan the pending candidates with their original ids and plans.
+    std::map<std::string, program_entry> by_id;
+    for (const auto& p : all) by_id[p.id] = to_entry(p);
+    for (const auto& p : pending) {
+      auto s = st->db->get_state("spec:" + p.id);
+      if (!s) continue;
+      auto j = nlohmann::json::parse(*s);
+      candidate_spec spec;
+      spec.id = p.id;
+      spec.parent_id = j.value("parent_id", "initial");
+      spec.round = j.value("round", p.round);
+      spec.bottleneck_id = j.value("bottleneck_id", 1);
+      spec.sample_idx = j.value("sample_idx", 0);
+      spec.model = j.value("model", st->default_model);
+      const auto& parent = by_id.count(spec.parent_id) ? by_id[spec.parent_id] : by_id["initial"];
+      spec.parent_code = parent.code;
+      spec.parent_time_ms = parent.time_ms;
+      spec.work_dir = (run_path / "candidates" / spec.id).string();
+      st->queue.push_back(spec);
+    }
+    emit("resume", {{"from_round", st->round}, {"round_done", round_done}, {"pending", pending.size()},
+                    {"verified", st->db->count(store::program_status::verified) - 1},
+                    {"next_candidate", st->next_candidate}});
+    auto best = st->strategy->best();
+    emit("initial", {{"initial_ms", num_or_null(st->initial)}, {"eager_ms", num_or_null(st->eager)},
+                     {"compile_ms", num_or_null(st->compile)},
+                     {"best_ms", best ? num_or_null(best->time_ms) : num_or_null(st->initial)}});
+    if (st->async) return (*refill)();
+    if (!st->queue.empty()) return (*pump)();
+    if (st->round > round_done) {
+      // The round was planned but every candidate of it had finished: close it.
+      bool any = false;
+      for (const auto& p : all) any = any || p.round == st->round;
+      if (any) return end_round();
+      return (*start_round)(st->round);
+    }
+    if (round_done == 0) return (*start_round)(1);
+    if (st->strategy->should_terminate(round_done, ctx->cfg.max_rounds)) return finish(true, "");
+    (*start_round)(round_done + 1);
+  };
+
   return {
       [=](start_atom) {
+        for (size_t k = 0; k < st->workers.size(); ++k) spawn_worker(k);
         emit("run_start", {{"strategy", ctx->cfg.name}, {"search", st->strategy->name()},
                            {"kernel_dir", ctx->kernel_dir}, {"vendor", ctx->vendor},
                            {"devices", ctx->device_ids}, {"gpu_name", ctx->gpu_name},
-                           {"platform", ctx->cfg.platform.uniform()}, {"max_rounds", ctx->cfg.max_rounds}});
+                           {"platform", ctx->cfg.platform.uniform()}, {"max_rounds", ctx->cfg.max_rounds},
+                           {"schedule", st->async ? "async" : "rounds"}, {"num_workers", st->slots},
+                           {"resume", ctx->resume}});
         for (const auto& n : ctx->notes) emit("note", {{"what", n}});
-        store::program_record init;
-        init.id = "initial";
-        init.round = 0;
-        init.worker = -1;
-        init.gpu_id = ctx->device_ids.empty() ? 0 : ctx->device_ids.front();
-        init.status = store::program_status::pending;
-        init.code = ctx->input_code;
-        st->db->insert_program(init);
-        const auto work_dir = (run_path / "candidates" / "initial").string();
-        fs::create_directories(work_dir);
-        const auto timeout = std::chrono::milliseconds(
-            static_cast<long>((ctx->test_timeout_s + 3 * ctx->cfg.benchmark_timeout_s) * 1000));
-        self->request(st->workers.front().actor, timeout, evaluate{"initial", ctx->input_code, "initial", work_dir})
-            .then(
-                [=](const evaluation& e) {
-                  st->eager = e.eager_ms;
-                  st->compile = e.compile_ms;
-                  store::program_update u;
-                  u.code_hash = e.code_hash.empty() ? store::sha256_hex(ctx->input_code) : e.code_hash;
-                  if (!e.verified) {
-                    u.status = store::program_status::failed;
-                    u.failure_cause = e.failure_cause.empty() ? "verification" : e.failure_cause;
-                    u.error = e.error;
-                    st->db->update_program("initial", u);
-                    emit("error", {{"what", "initial kernel failed verification"}, {"error", e.error.substr(0, 2000)}});
-                    return finish(false, "Initial kernel failed correctness verification: " + e.error.substr(0, 300));
-                  }
-                  // The measured initial time is stored (SPEC §14 B.87): parents carry real times.
-                  st->initial = e.time_ms;
-                  u.status = store::program_status::verified;
-                  u.time_ms = e.time_ms;
-                  st->db->update_program("initial", u);
-                  st->db->set_state_json(store::state_key::eager_ms, num_or_null(st->eager));
-                  st->db->set_state_json(store::state_key::compile_ms, num_or_null(st->compile));
-                  st->db->set_state_json(store::state_key::initial_ms, num_or_null(st->initial));
-                  emit("initial", {{"initial_ms", num_or_null(st->initial)}, {"eager_ms", num_or_null(st->eager)},
-                                   {"compile_ms", num_or_null(st->compile)}, {"best_ms", num_or_null(st->initial)}});
-                  st->strategy->initialize({"initial", "", ctx->input_code, is_measured(e.time_ms) ? e.time_ms : -1, 0,
-                                            *u.code_hash});
-                  (*start_round)(1);
-                },
-                [=](caf::error& err) {
-                  finish(false, "Initial kernel could not be evaluated: " + to_string(err));
-                });
+        st->db->set_states({{store::state_key::status, "running"}, {"kernel_dir", ctx->kernel_dir}});
+        if (ctx->resume) {
+          st->resumed = true;
+          return resume();
+        }
+        save_modes();
+        start_fresh();
+      },
+      [=](const profiling_failed& pf) {
+        // Supervision: a profile failed on one device. On ROCm that device's session turns synthetic
+        // for the rest of the run (SPEC §7.4, §14 A.22-A.25): decided by the component's platform.
+        ++st->profiling_failures;
+        emit("profiling_failed", {{"gpu_id", pf.gpu_id}, {"candidate_id", pf.candidate_id}, {"platform", pf.platform},
+                                  {"invocation", pf.invocation}, {"reason", pf.reason.substr(0, 1000)},
+                                  {"output_tail", pf.output_tail.substr(0, 2000)}});
+        if (pf.platform != "rocm") return;
+        for (auto& w : st->workers) {
+          if (w.device_id != pf.gpu_id || w.synthetic) continue;
+          w.synthetic = true;
+          w.synthetic_reason = pf.invocation.empty() ? pf.reason : pf.invocation + ": " + pf.reason;
+          self->send(w.actor, mode_atom::value, std::string{"synthetic"});
+          nlohmann::json change{{"gpu_id", w.device_id}, {"mode", "synthetic"}, {"reason", w.synthetic_reason.substr(0, 500)},
+                                {"invocation", pf.invocation}, {"candidate_id", pf.candidate_id}};
+          st->mode_changes.push_back(change);
+          emit("mode_change", change);
+          save_modes();
+        }
       },
       [=](usage_atom, const std::string& json) {
         auto j = nlohmann::json::parse(json);

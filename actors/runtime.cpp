@@ -14,6 +14,7 @@
 #include "platform/gpu/gpu_name.hpp"
 #include "platform/gpu/selection.hpp"
 #include "platform/gpu/timeouts.hpp"
+#include "platform/store/program_db.hpp"
 #include "platform/store/run_directory.hpp"
 #include "platform/store/run_lock.hpp"
 
@@ -66,15 +67,32 @@ void check_kernel_dir(const std::string& dir) {
                                    dir, f));
 }
 
+resume_target read_resume_target(const std::string& run_dir) {
+  if (!fs::is_directory(run_dir)) throw user_error("--resume " + run_dir + ": not a directory");
+  auto rd = store::run_directory::open_existing(run_dir);
+  resume_target t;
+  t.config_path = rd.config_path().string();
+  auto db = store::program_db::open(rd.program_db_path(), store::program_db::mode::read_only);
+  const auto status = db.get_state(store::state_key::status).value_or("");
+  if (status == "finished")
+    throw user_error("--resume " + run_dir + ": this run finished already (status: finished); nothing to resume");
+  auto kd = db.get_state("kernel_dir");
+  if (!kd || kd->empty())
+    throw user_error("--resume " + run_dir + ": program.db does not name the kernel directory (expected run_state "
+                     "'kernel_dir'); the run was killed before it started");
+  t.kernel_dir = *kd;
+  return t;
+}
+
 run_outcome run_optimization(const run_request& req) {
   run_outcome out;
-  if (!req.resume_dir.empty())
-    throw user_error("--resume " + req.resume_dir +
-                     ": resuming a run is not yet supported in this version; start a new run instead");
+  const bool resuming = !req.resume_dir.empty();
+  if (resuming) (void)read_resume_target(req.resume_dir);
   check_kernel_dir(req.kernel_dir);
 
   auto ctx = std::make_shared<run_context>();
   ctx->cfg = req.cfg;
+  ctx->resume = resuming;
   ctx->kernel_dir = fs::absolute(req.kernel_dir).lexically_normal().string();
   ctx->problem_path = (fs::path(ctx->kernel_dir) / "problem.py").string();
   ctx->test_path = (fs::path(ctx->kernel_dir) / "test.py").string();
@@ -114,7 +132,8 @@ run_outcome run_optimization(const run_request& req) {
                                                                        : ctx->cfg.secret_env_patterns);
 
   const std::string hint = sanitize(ctx->cfg.name + "-" + fs::path(ctx->kernel_dir).filename().string());
-  auto rd = store::run_directory::create(req.run_dir_base, hint, to_yaml(ctx->cfg));
+  auto rd = resuming ? store::run_directory::open_existing(req.resume_dir)
+                     : store::run_directory::create(req.run_dir_base, hint, to_yaml(ctx->cfg));
   store::run_lock lock{rd.path()};
   ctx->run_path = fs::absolute(rd.path()).string();
   out.run_path = ctx->run_path;

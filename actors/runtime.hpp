@@ -28,6 +28,14 @@ struct run_outcome {
 /// Checks the kernel directory (input.py, problem.py, test.py). Throws user_error naming what is missing.
 void check_kernel_dir(const std::string& dir);
 
+/// What --resume RUN_DIR continues: the run's own config.yaml and kernel directory (from program.db).
+/// Throws user_error when RUN_DIR is not a run directory, finished already, or never started.
+struct resume_target {
+  std::string config_path;
+  std::string kernel_dir;
+};
+resume_target read_resume_target(const std::string& run_dir);
+
 /// Runs one strategy to completion. User errors (bad mask, unknown GPU name) come back as exit code 2.
 run_outcome run_optimization(const run_request& req);
 

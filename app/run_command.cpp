@@ -90,6 +90,20 @@ int list_strategies() {
 
 int run_main(const run_options& o) {
   if (o.list_strategies) return list_strategies();
+  if (!o.resume.empty() && o.strategy != "all") {
+    // The run's own config and kernel directory; flags given now (e.g. --max-rounds) still apply.
+    auto target = read_resume_target(o.resume);
+    run_request req;
+    req.cfg = load_config_file(target.config_path);
+    apply_overrides(req.cfg, o);
+    req.kernel_dir = o.kernel_dir.empty() ? target.kernel_dir : o.kernel_dir;
+    req.resume_dir = o.resume;
+    req.llm_record_dir = o.llm_record;
+    req.verbose = o.verbose;
+    auto out = run_optimization(req);
+    if (out.exit_code != 0) std::cerr << "kagent-actors: run failed: " << out.error << "\n";
+    return out.exit_code;
+  }
   check_kernel_dir(o.kernel_dir);
   const auto dirs = config_search_dirs();
 

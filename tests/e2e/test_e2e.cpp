@@ -139,10 +139,21 @@ TEST(Cli, VersionHelpAndListStrategies) {
     EXPECT_NE(l.out.find(n), std::string::npos) << n;
 }
 
-TEST(Cli, ResumeIsRefusedClearlyUntilSupported) {
-  auto r = run({"--strategy", "noop", "--kernel-dir", matvec, "--resume", "/tmp/x"});
+TEST(Cli, ResumeOfSomethingThatIsNotAResumableRunIsAUsageError) {
+  scratch s;
+  auto r = run({"--resume", (s.dir / "nothing-here").string()});
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_NE(r.err.find("not yet supported"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("not a directory"), std::string::npos) << r.err;
+  // A finished run has nothing to resume, and resuming it leaves it as it was.
+  auto done = run({"--strategy", "noop", "--kernel-dir", matvec, "--run-dir", (s.dir / "runs").string()});
+  ASSERT_EQ(done.exit_code, 0) << done.err;
+  auto dirs = run_dirs(s.dir / "runs");
+  ASSERT_EQ(dirs.size(), 1u);
+  const auto summary = slurp(dirs[0] / "summary.json");
+  auto again = run({"--resume", dirs[0].string()});
+  EXPECT_EQ(again.exit_code, 2);
+  EXPECT_NE(again.err.find("finished already"), std::string::npos) << again.err;
+  EXPECT_EQ(slurp(dirs[0] / "summary.json"), summary);
 }
 
 TEST(Config, TypoWrongTypeAndBrokenSyntaxExit2WithFileLineAndKey) {
