@@ -1,0 +1,232 @@
+// Fault injection, end to end (issue 7): real kagent-actors runs on the cpu platform (real
+// verification and timing in Triton's interpreter) with the profiler and roofline components set to
+// rocm or nvidia through the per-component platform map, and tests/fakes/rocprofv3 or tests/fakes/ncu
+// standing in for the profiler. One fault per run, on the baseline profile of the starting kernel or
+// on a mid-run (SOL) profile. Every run must complete with exit 0 and a verified best kernel, say in
+// its summary and events what happened, be in the right mode afterwards (synthetic after a ROCm
+// failure, still profiling on NVIDIA), and leave no process behind.
+#include <gtest/gtest.h>
+
+#include <dirent.h>
+
+#include <fstream>
+#include <map>
+#include <set>
+
+#include "platform/store/program_db.hpp"
+#include "tests/e2e/e2e_util.hpp"
+
+using namespace e2e;
+using kagent::store::program_db;
+
+namespace {
+
+const std::string kFakes = source("tests/fakes");
+const std::string kFixtures = source("tests/fakes/fixtures/profiling");
+const std::string kMatvec = source("examples/optimize_01_matvec");
+
+std::string variant(int block_m, int block_k) {
+  std::string code = slurp(kMatvec + "/input.py");
+  const std::string from = "BLOCK_M, BLOCK_K = 16, 512";
+  code.replace(code.find(from), from.size(), "BLOCK_M, BLOCK_K = " + std::to_string(block_m) + ", " + std::to_string(block_k));
+  return "Here is the faster kernel.\n\n```python\n" + code + "```\n";
+}
+
+// A small replay set: two rewrites, two bottleneck analyses, two reflexions, in call order.
+void write_replay(const scratch& s) {
+  s.write("replay/optimize_001.md", variant(32, 1024));
+  s.write("replay/optimize_002.md", variant(64, 2048));
+  const std::string bottleneck =
+      R"([{"category": "memory", "summary": "A is streamed once; wider tiles cut the loop overhead",)"
+      R"( "reasoning": "matvec is bandwidth bound", "root_causes": [{"cause": "small tiles",)"
+      R"( "evidence": [], "fixes": [{"fix": "raise BLOCK_M and BLOCK_K", "rationale": "fewer programs"}]}]}])";
+  s.write("replay/bottleneck_001.md", bottleneck);
+  s.write("replay/bottleneck_002.md", bottleneck);
+  const std::string reflexion =
+      R"({"was_diagnosis_correct": true, "was_fix_effective": true, "expected_outcome": "faster",)"
+      R"( "actual_outcome": "faster", "reasoning": "larger tiles", "lessons": ["tiles matter"],)"
+      R"( "avoid_patterns": [], "try_patterns": ["bigger BLOCK_K"]})";
+  s.write("replay/reflexion_001.md", reflexion);
+  s.write("replay/reflexion_002.md", reflexion);
+}
+
+struct fault_case {
+  std::string name;
+  std::string vendor;                       ///< rocm | nvidia
+  std::map<std::string, std::string> env;   ///< selects the fault in the fake
+  std::string where;  ///< "baseline", "_sol" (mid-run) or "" (every profile): FAKE_*_FAULT_ONLY_IN
+  bool fails;                               ///< the profile fails (vs accepted)
+};
+
+std::ostream& operator<<(std::ostream& o, const fault_case& c) { return o << c.name; }
+
+std::string config_for(const scratch& s, const std::string& vendor) {
+  std::string y = "strategy: beam_search\nnum_workers: 1\nmax_rounds: 2\n"
+                  "strategy_config:\n  num_top_kernels: 1\n  num_bottlenecks: 1\n"
+                  "platform:\n  default: cpu\n  profiler: " + vendor + "\n  roofline_analyzer: " + vendor + "\n" +
+                  "gpu_name: " + std::string(vendor == "rocm" ? "AMD Instinct MI300X" : "NVIDIA H200") + "\n" +
+                  "target_platform: " + (vendor == "rocm" ? "rocm" : "cuda") + "\n" +
+                  "benchmark_warmup: 2\nbenchmark_repeat: 5\ncandidate_timeout_s: 300\nprofile_budget_s: 8\n"
+                  "platform_kwargs:\n  " + (vendor == "rocm" ? "rocprof_bin_path: " + kFakes + "/rocprofv3"
+                                                              : "ncu_bin_path: " + kFakes + "/ncu") + "\n" +
+                  "llm:\n  provider: replay\n  replay_dir: " + (s.dir / "replay").string() + "\n";
+  return s.write("cfg/faulty.yaml", y);
+}
+
+/// Processes whose command line mentions `needle` (our scratch directory is in every child's argv).
+std::vector<std::string> processes_mentioning(const std::string& needle) {
+  std::vector<std::string> out;
+  DIR* d = ::opendir("/proc");
+  if (!d) return out;
+  while (auto* e = ::readdir(d)) {
+    std::string pid = e->d_name;
+    if (pid.empty() || pid.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream f("/proc/" + pid + "/cmdline");
+    std::string cmd((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    for (auto& c : cmd)
+      if (c == '\0') c = ' ';
+    if (cmd.find(needle) != std::string::npos) out.push_back(pid + ": " + cmd);
+  }
+  ::closedir(d);
+  return out;
+}
+
+std::vector<nlohmann::json> jsonl(const fs::path& p) {
+  std::vector<nlohmann::json> out;
+  std::ifstream f(p);
+  std::string line;
+  while (std::getline(f, line))
+    if (!line.empty()) out.push_back(nlohmann::json::parse(line));
+  return out;
+}
+
+class ProfilerFault : public ::testing::TestWithParam<fault_case> {};
+
+TEST_P(ProfilerFault, RunCompletesWithAVerifiedBestAndTheRightMode) {
+  const auto& c = GetParam();
+  scratch s;
+  write_replay(s);
+  const auto cfg = config_for(s, c.vendor);
+  const auto fake_log = (s.dir / "fake.log").string();
+  kagent::env_map env{{"PATH", "/usr/bin:/bin"}, {"KAGENT_INJECT_FAULT", ""}};
+  if (c.vendor == "rocm") {
+    env["FAKE_ROCPROF_FIXTURES"] = kFixtures + (c.env.count("FAKE_ROCPROF_ARCH") ? "/rocm_gfx90a_matvec" : "/rocm_mi300x_matvec");
+    env["FAKE_ROCPROF_RUN_PROGRAM"] = "0";
+    env["FAKE_ROCPROF_LOG"] = fake_log;
+    if (!c.where.empty()) env["FAKE_ROCPROF_FAULT_ONLY_IN"] = c.where;
+  } else {
+    env["FAKE_NCU_FIXTURES"] = kFixtures + "/ncu_h200_matvec";
+    env["FAKE_NCU_RUN_PROGRAM"] = "0";
+    env["FAKE_NCU_LOG"] = fake_log;
+    if (!c.where.empty()) env["FAKE_NCU_FAULT_ONLY_IN"] = c.where;
+  }
+  for (const auto& [k, v] : c.env) env[k] = v;
+  auto r = run({"--strategy", cfg, "--kernel-dir", kMatvec, "--run-dir", (s.dir / "runs").string()}, env, "", 400);
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
+  auto dirs = run_dirs(s.dir / "runs");
+  ASSERT_EQ(dirs.size(), 1u);
+  const auto run_dir = dirs[0];
+  auto summary = nlohmann::json::parse(slurp(run_dir / "summary.json"));
+  ASSERT_TRUE(summary["success"].get<bool>()) << summary.dump(2);
+
+  // The best kernel is a verified program and the fastest of them.
+  auto db = program_db::open(run_dir / "program.db", program_db::mode::read_only);
+  auto best = db.get_program(summary["best_program_id"].get<std::string>());
+  ASSERT_TRUE(best);
+  EXPECT_EQ(best->status, "verified");
+  EXPECT_EQ(slurp(run_dir / "output/best_kernel.py"), best->code);
+  for (const auto& p : db.list_programs({.status = std::string{"verified"}}))
+    EXPECT_GE(p.time_ms.value_or(1e300), *best->time_ms) << p.id;
+  EXPECT_GE(db.count("verified"), 2);
+  // No candidate was lost to the profiler: a profile never fails a candidate.
+  EXPECT_EQ(summary["failures_by_cause"].value("timeout", 0), 0) << summary.dump(2);
+
+  auto ev = events(run_dir);
+  int failed_events = 0, mode_changes = 0;
+  for (const auto& e : ev) {
+    if (e.value("type", "") == "profiling_failed") ++failed_events;
+    if (e.value("type", "") == "mode_change") ++mode_changes;
+  }
+  const bool synthetic_expected = c.fails && c.vendor == "rocm";
+  EXPECT_EQ(failed_events > 0, c.fails) << c.name;
+  EXPECT_EQ(summary["profiling_failures"].get<int>() > 0, c.fails);
+  EXPECT_EQ(mode_changes, synthetic_expected ? 1 : 0);
+  EXPECT_EQ(summary["synthetic_devices"].size(), synthetic_expected ? 1u : 0u) << summary.dump(2);
+
+  // Every profiler invocation is recorded in the run directory; after a ROCm failure no rocprofv3
+  // command runs again on that device.
+  std::vector<nlohmann::json> records;
+  for (const auto& e : fs::recursive_directory_iterator(run_dir))
+    if (e.path().filename() == "invocations.jsonl")
+      for (auto& j : jsonl(e.path())) records.push_back(j);
+  const auto calls = jsonl(fake_log);
+  EXPECT_EQ(records.size(), calls.size()) << "every invocation the fake saw has a record";
+  for (const auto& rec : records) {
+    EXPECT_TRUE(rec.contains("argv")) << rec.dump();
+    EXPECT_TRUE(rec.contains("wall_s")) << rec.dump();
+    EXPECT_LE(rec.value("timeout_s", 0.0), 8.0 + 1e-9) << "every timeout comes from the profile budget";
+  }
+  if (synthetic_expected) {
+    // The failing profile was the last one that ran a tool: the starting kernel's baseline profile
+    // (a baseline fault), or that and the first candidate's SOL profile (a mid-run fault).
+    std::set<std::string> profile_dirs;
+    for (const auto& e : fs::recursive_directory_iterator(run_dir))
+      if (e.path().filename() == "invocations.jsonl") profile_dirs.insert(e.path().parent_path().filename().string());
+    EXPECT_EQ(profile_dirs.size(), c.where == "_sol" ? 2u : 1u) << "profiles before and including the failure only";
+  } else if (c.vendor == "nvidia" || !c.fails) {
+    // Still profiling: the second round's candidate got its SOL profile attempt.
+    bool second_round_profiled = false;
+    for (const auto& e : fs::recursive_directory_iterator(run_dir))
+      if (e.path().filename() == "invocations.jsonl" && e.path().string().find("r2_c") != std::string::npos)
+        second_round_profiled = true;
+    EXPECT_TRUE(second_round_profiled);
+  }
+  // No process started by the run is still alive.
+  auto left = processes_mentioning(s.dir.string());
+  EXPECT_TRUE(left.empty()) << left.front();
+}
+
+std::vector<fault_case> rocm_cases() {
+  std::vector<fault_case> out;
+  auto add = [&](const std::string& name, std::map<std::string, std::string> env, bool fails, bool mid_too) {
+    out.push_back({"rocm_" + name + "_baseline", "rocm", env, "baseline", fails});
+    if (mid_too) out.push_back({"rocm_" + name + "_midrun", "rocm", env, "_sol", fails});
+  };
+  add("hang", {{"FAKE_ROCPROF_FAULT_STATS", "hang"}}, true, true);
+  add("signal", {{"FAKE_ROCPROF_FAULT_STATS", "signal"}}, true, true);
+  add("exit_nonzero", {{"FAKE_ROCPROF_FAULT_FETCH_SIZE", "exit_nonzero"}}, true, true);
+  add("no_csv", {{"FAKE_ROCPROF_FAULT_STATS", "no_csv"}}, true, true);
+  add("empty_csv", {{"FAKE_ROCPROF_FAULT_WRITE_SIZE", "empty_csv"}}, true, false);
+  add("stale_csv", {{"FAKE_ROCPROF_FAULT_STATS", "stale"}}, true, true);
+  add("no_average", {{"FAKE_ROCPROF_FAULT_STATS", "no_average"}}, true, false);
+  add("partial_counters", {{"FAKE_ROCPROF_FAULT_SQ_WAVES", "partial"}}, false, false);
+  add("ea0_rejected", {{"FAKE_ROCPROF_ARCH", "gfx90a"}}, false, false);
+  add("slow_within_budget", {{"FAKE_ROCPROF_FAULT", "slow"}, {"FAKE_ROCPROF_SLOW_S", "0.2"}}, false, false);
+  out.push_back({"rocm_hang_on_every_invocation", "rocm", {{"FAKE_ROCPROF_FAULT", "hang"}}, "", true});
+  return out;
+}
+
+std::vector<fault_case> nvidia_cases() {
+  std::vector<fault_case> out;
+  auto add = [&](const std::string& name, std::map<std::string, std::string> env, bool fails, bool mid_too) {
+    out.push_back({"nvidia_" + name + "_baseline", "nvidia", env, "baseline", fails});
+    if (mid_too) out.push_back({"nvidia_" + name + "_midrun", "nvidia", env, "_sol", fails});
+  };
+  add("hang", {{"FAKE_NCU_FAULT", "hang"}}, true, true);
+  add("signal", {{"FAKE_NCU_FAULT", "signal"}}, true, false);
+  add("exit_nonzero", {{"FAKE_NCU_FAULT", "exit_nonzero"}}, true, false);
+  add("permission", {{"FAKE_NCU_FAULT", "permission"}}, true, false);
+  add("no_csv", {{"FAKE_NCU_FAULT", "no_csv"}}, true, true);
+  add("empty_csv", {{"FAKE_NCU_FAULT", "empty_csv"}}, true, false);
+  add("stale_csv", {{"FAKE_NCU_FAULT", "stale"}}, true, false);
+  add("slow_within_budget", {{"FAKE_NCU_FAULT", "slow"}, {"FAKE_NCU_SLOW_S", "0.2"}}, false, false);
+  out.push_back({"nvidia_hang_on_every_invocation", "nvidia", {{"FAKE_NCU_FAULT", "hang"}}, "", true});
+  return out;
+}
+
+std::string case_name(const ::testing::TestParamInfo<fault_case>& i) { return i.param.name; }
+
+}  // namespace
+
+INSTANTIATE_TEST_SUITE_P(Rocm, ProfilerFault, ::testing::ValuesIn(rocm_cases()), case_name);
+INSTANTIATE_TEST_SUITE_P(Nvidia, ProfilerFault, ::testing::ValuesIn(nvidia_cases()), case_name);
