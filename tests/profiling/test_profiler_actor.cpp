@@ -1,0 +1,282 @@
+// The profiler actor in a real actor system, with the fake rocprofv3 / ncu and a small recorder actor
+// standing in for the manager: replies, profiling_failed, synthetic mode (ROCm only), budgets, pinning.
+#include <gtest/gtest.h>
+
+#include <caf/all.hpp>
+#include <fmt/format.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "actors/actors.hpp"
+#include "runner_support.hpp"
+
+using namespace kagent;
+using namespace kagent::test;
+using namespace std::chrono_literals;
+namespace fs = std::filesystem;
+
+namespace {
+
+using failures_atom = caf::atom_constant<caf::atom("failures")>;
+
+struct cfg_t : caf::actor_system_config {
+  cfg_t() {
+    set("scheduler.max-threads", 2);
+    set("logger.verbosity", caf::atom("quiet"));
+    register_messages(*this);
+  }
+};
+
+struct recorder_state {
+  std::vector<profiling_failed> got;
+  static inline const char* name = "test_manager";
+};
+
+// Stands in for the manager: keeps every profiling_failed, and lists them on request.
+caf::behavior recorder(caf::stateful_actor<recorder_state>* self) {
+  return {
+      [=](const profiling_failed& f) { self->state.got.push_back(f); },
+      [=](failures_atom) {
+        std::vector<std::string> out;
+        for (const auto& f : self->state.got)
+          out.push_back(fmt::format("{}|{}|{}|{}|{}", f.gpu_id, f.candidate_id, f.platform, f.invocation, f.reason));
+        return out;
+      },
+  };
+}
+
+struct actor_case {
+  scratch_dir root{"actor"};
+  std::shared_ptr<run_context> ctx = std::make_shared<run_context>();
+  cfg_t cfg;
+  caf::actor_system sys{cfg};
+  caf::scoped_actor self{sys};
+  caf::actor manager;
+  caf::actor profiler;
+  int device_id = 2;
+
+  /// `platform` is the profiler component's; the fakes' variables go into the run's child environment.
+  actor_case(const std::string& platform, const std::map<std::string, std::string>& vars) {
+    ctx->cfg.platform.profiler = platform;
+    ctx->install_root = KAGENT_SOURCE_DIR;
+    ctx->problem_path = matvec_dir() + "/problem.py";
+    ctx->python = "python3";
+    ctx->run_path = root.str();
+    ctx->gpu_name = platform == "rocm" ? "AMD Instinct MI300X" : platform == "nvidia" ? "NVIDIA H200" : "";
+    ctx->child_env = fake_env(vars);
+  }
+  void start() {
+    manager = sys.spawn(recorder);
+    profiler = sys.spawn<caf::detached>(profiler_actor, context_ptr(ctx), device_id, manager);
+  }
+  ~actor_case() {
+    self->send_exit(profiler, caf::exit_reason::user_shutdown);
+    self->send_exit(manager, caf::exit_reason::user_shutdown);
+  }
+
+  profile request(const std::string& candidate, double budget_s = 0) {
+    profile p;
+    p.candidate_id = candidate;
+    p.code = matvec_code();
+    p.label = "sol";
+    p.work_dir = root / candidate;
+    p.profile_id = candidate + "_sol";
+    p.budget_s = budget_s;
+    return p;
+  }
+  profile_result ask(const profile& p) {
+    profile_result out;
+    self->request(profiler, 60s, p)
+        .receive([&](const profile_result& r) { out = r; },
+                 [&](caf::error& e) { ADD_FAILURE() << "profile request failed: " << sys.render(e); });
+    return out;
+  }
+  std::vector<std::string> failures() {
+    std::vector<std::string> out;
+    self->request(manager, 10s, failures_atom::value)
+        .receive([&](const std::vector<std::string>& v) { out = v; },
+                 [&](caf::error& e) { ADD_FAILURE() << sys.render(e); });
+    return out;
+  }
+  std::string log_path() const { return root / "fake.log"; }
+  size_t tool_runs() const { return log_lines(log_path()).size(); }
+};
+
+std::map<std::string, std::string> rocprof_vars(const actor_case* c, const std::string& fixture_dir,
+                                                const std::map<std::string, std::string>& extra = {}) {
+  std::map<std::string, std::string> v{{"FAKE_ROCPROF_FIXTURES", fixture_dir},
+                                       {"FAKE_ROCPROF_LOG", c->root / "fake.log"},
+                                       {"FAKE_ROCPROF_RUN_PROGRAM", "0"}};
+  for (const auto& [k, val] : extra) v[k] = val;
+  return v;
+}
+
+/// A copy of a fixture directory, so that a test can add or remove its `faults` file between profiles.
+std::string fixture_copy(const scratch_dir& root, const std::string& name) {
+  fs::path dst = root.path / ("fixture-" + name);
+  fs::create_directories(dst);
+  for (const auto& e : fs::directory_iterator(fixture(name))) fs::copy_file(e.path(), dst / e.path().filename());
+  return dst.string();
+}
+
+} // namespace
+
+TEST(ProfilerActor, RocmSuccessRepliesWithMetricsAndRoofline) {
+  actor_case c("rocm", {});
+  c.ctx->child_env = fake_env(rocprof_vars(&c, fixture("rocm_mi300x_matvec")));
+  c.start();
+  auto r = c.ask(c.request("r1_c0"));
+  EXPECT_TRUE(r.available);
+  ASSERT_TRUE(r.ok) << r.error << "\n" << r.output_tail;
+  EXPECT_EQ(r.candidate_id, "r1_c0");
+  EXPECT_EQ(r.label, "sol");
+  EXPECT_EQ(r.platform, "rocm");
+  EXPECT_EQ(r.kernel_name, "matvec_kernel");
+  auto m = nlohmann::json::parse(r.metrics_json);
+  EXPECT_DOUBLE_EQ(m.at("duration_ms").get<double>(), 1.2);
+  auto roof = nlohmann::json::parse(r.roofline_json);
+  EXPECT_NEAR(roof.at("memory_sol_pct").get<double>(), 67.53, 0.01);
+  EXPECT_TRUE(r.error.empty());
+  EXPECT_GT(r.wall_s, 0);
+  // Everything under <work_dir>/profile_<profile_id>/.
+  const std::string dir = c.root / "r1_c0/profile_r1_c0_sol";
+  EXPECT_TRUE(fs::is_regular_file(dir + "/metrics.json"));
+  EXPECT_EQ(log_lines(dir + "/invocations.jsonl").size(), 8u);  // stats, six counter groups, the MFMA pass
+  EXPECT_TRUE(c.failures().empty());
+}
+
+TEST(ProfilerActor, RocmFailureTellsTheManagerAndTurnsTheSessionSynthetic) {
+  actor_case c("rocm", {});
+  c.ctx->child_env = fake_env(rocprof_vars(&c, fixture("rocm_mi300x_matvec"), {{"FAKE_ROCPROF_FAULT_STATS", "exit_nonzero"}}));
+  c.start();
+  auto r = c.ask(c.request("r1_c0"));
+  EXPECT_TRUE(r.available);
+  EXPECT_FALSE(r.ok);
+  EXPECT_EQ(r.error, "rocprof stats pass failed (rc=3)");
+  EXPECT_EQ(r.invocation, "stats pass");
+  EXPECT_NE(r.output_tail.find("fault injected"), std::string::npos) << r.output_tail;
+  EXPECT_TRUE(r.metrics_json.empty());
+  EXPECT_EQ(c.failures(), std::vector<std::string>{"2|r1_c0|rocm|stats pass|rocprof stats pass failed (rc=3)"});
+  const size_t runs = c.tool_runs();
+  EXPECT_EQ(runs, 1u);
+
+  // Every later profile of this session: synthetic, no tool, no second supervision message.
+  for (const char* cand : {"r2_c0", "r2_c1"}) {
+    auto s = c.ask(c.request(cand));
+    EXPECT_TRUE(s.available);
+    EXPECT_FALSE(s.ok);
+    EXPECT_EQ(s.error.rfind("synthetic mode", 0), 0u) << s.error;
+    EXPECT_NE(s.error.find("rocprof stats pass failed (rc=3)"), std::string::npos) << s.error;
+    EXPECT_EQ(s.platform, "rocm");
+  }
+  EXPECT_EQ(c.tool_runs(), runs);
+  EXPECT_EQ(c.failures().size(), 1u);
+  EXPECT_FALSE(fs::exists(c.root / "r2_c0/profile_r2_c0_sol"));
+}
+
+TEST(ProfilerActor, NvidiaFailureDoesNotGoSyntheticAndTheNextProfileRuns) {
+  actor_case c("nvidia", {});
+  const std::string fx = fixture_copy(c.root, "ncu_h200_matvec");
+  write_file(fx + "/faults", "exit_nonzero\n");
+  c.ctx->child_env =
+      fake_env({{"FAKE_NCU_FIXTURES", fx}, {"FAKE_NCU_LOG", c.log_path()}, {"FAKE_NCU_RUN_PROGRAM", "0"}});
+  c.start();
+  auto r = c.ask(c.request("r1_c0"));
+  EXPECT_TRUE(r.available);
+  EXPECT_FALSE(r.ok);
+  EXPECT_EQ(r.invocation, "ncu");
+  EXPECT_EQ(r.error.rfind("ncu failed with return code 1", 0), 0u) << r.error;
+  ASSERT_EQ(c.failures().size(), 1u);
+  EXPECT_NE(c.failures()[0].find("|nvidia|ncu|ncu failed with return code 1"), std::string::npos);
+
+  fs::remove(fx + "/faults");
+  auto ok = c.ask(c.request("r2_c0"));
+  ASSERT_TRUE(ok.ok) << ok.error;
+  EXPECT_EQ(ok.platform, "nvidia");
+  EXPECT_EQ(ok.kernel_name, "matvec_kernel");
+  EXPECT_DOUBLE_EQ(nlohmann::json::parse(ok.roofline_json).at("memory_sol_pct").get<double>(), 12.41);
+  EXPECT_EQ(c.tool_runs(), 2u);
+  EXPECT_EQ(c.failures().size(), 1u);
+}
+
+TEST(ProfilerActor, SyntheticModeMessageStopsEveryLaterToolRun) {
+  actor_case c("nvidia", {});
+  c.ctx->child_env = fake_env({{"FAKE_NCU_FIXTURES", fixture("ncu_h200_matvec")},
+                               {"FAKE_NCU_LOG", c.log_path()},
+                               {"FAKE_NCU_RUN_PROGRAM", "0"}});
+  c.start();
+  ASSERT_TRUE(c.ask(c.request("r1_c0")).ok);
+  c.self->send(c.profiler, mode_atom::value, std::string("synthetic"));
+  auto s = c.ask(c.request("r2_c0"));
+  EXPECT_TRUE(s.available);
+  EXPECT_FALSE(s.ok);
+  EXPECT_EQ(s.error.rfind("synthetic mode", 0), 0u) << s.error;
+  EXPECT_EQ(c.tool_runs(), 1u);
+  EXPECT_TRUE(c.failures().empty());
+}
+
+TEST(ProfilerActor, PlatformsWithoutAProfilerAnswerNotAvailable) {
+  for (const char* platform : {"cpu", "noop"}) {
+    actor_case c(platform, {});
+    c.ctx->child_env = fake_env(rocprof_vars(&c, fixture("rocm_mi300x_matvec")));
+    c.start();
+    auto r = c.ask(c.request("r1_c0"));
+    EXPECT_FALSE(r.available) << platform;
+    EXPECT_FALSE(r.ok);
+    EXPECT_EQ(r.platform, platform);
+    EXPECT_EQ(c.tool_runs(), 0u);
+    EXPECT_TRUE(c.failures().empty());
+  }
+}
+
+TEST(ProfilerActor, BudgetComesFromTheRequestThenTheConfigThenTheCandidateTimeout) {
+  actor_case c("rocm", {});
+  // The configured binary path, with the fakes off PATH.
+  auto vars = rocprof_vars(&c, fixture("rocm_mi300x_matvec"));
+  c.ctx->child_env = fake_env(vars);
+  c.ctx->child_env["PATH"] = "/usr/bin:/bin";
+  c.ctx->cfg.pkwargs.rocprof_bin_path = fakes_dir() + "/rocprofv3";
+  c.ctx->cfg.platform.profiler = "rocm";
+  c.ctx->cfg.candidate_timeout_s = 1000;  // default budget: half of it
+  c.ctx->cfg.profile_budget_s = 0;
+  c.start();
+  auto budget_of = [&](const std::string& cand) {
+    return nlohmann::json::parse(read_text_file(c.root / (cand + "/profile_" + cand + "_sol/metrics.json")))
+        .at("budget_s")
+        .get<double>();
+  };
+  ASSERT_TRUE(c.ask(c.request("a", 0)).ok);
+  EXPECT_DOUBLE_EQ(budget_of("a"), 500);
+  ASSERT_TRUE(c.ask(c.request("b", 90)).ok);
+  EXPECT_DOUBLE_EQ(budget_of("b"), 90);
+  auto lines = log_lines(c.root / "b/profile_b_sol/invocations.jsonl");
+  ASSERT_FALSE(lines.empty());
+  // The worst case is 10 commands (stats, 6 groups, 2 EA fallbacks, MFMA): (90 - 10 s of kill reserve) / 10.
+  EXPECT_DOUBLE_EQ(lines[0].at("timeout_s").get<double>(), 8);
+  EXPECT_EQ(lines[0].at("argv").at(0), fakes_dir() + "/rocprofv3");
+}
+
+TEST(ProfilerActor, ConfiguredBudgetAndThePinnedEnvironmentReachTheTool) {
+  actor_case c("rocm", {});
+  // A stand-in interpreter that records the environment the profiled program gets.
+  const std::string seen = c.root / "seen.txt";
+  const std::string py = c.root / "fake-python";
+  write_file(py, "#!/bin/sh\necho \"HIP=${HIP_VISIBLE_DEVICES-unset} CUDA=${CUDA_VISIBLE_DEVICES-unset} "
+                 "TMPDIR=$TMPDIR\" >> " + seen + "\n");
+  fs::permissions(py, fs::perms::owner_all);
+  auto vars = rocprof_vars(&c, fixture("rocm_mi300x_matvec"), {{"FAKE_ROCPROF_RUN_PROGRAM", "1"}});
+  vars["CUDA_VISIBLE_DEVICES"] = "0";
+  c.ctx->child_env = fake_env(vars);
+  c.ctx->python = py;
+  c.ctx->vendor = "rocm";
+  c.ctx->cfg.profile_budget_s = 45;
+  c.start();
+  auto r = c.ask(c.request("r1_c0"));
+  ASSERT_TRUE(r.ok) << r.error;
+  const std::string dir = c.root / "r1_c0/profile_r1_c0_sol";
+  auto lines = read_text_file(seen);
+  EXPECT_NE(lines.find("HIP=2 CUDA=unset TMPDIR=" + dir + "/tmp\n"), std::string::npos) << lines;
+  auto m = nlohmann::json::parse(read_text_file(dir + "/metrics.json"));
+  EXPECT_DOUBLE_EQ(m.at("budget_s").get<double>(), 45);
+}
