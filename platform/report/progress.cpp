@@ -1,0 +1,290 @@
+#include "platform/report/progress.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "platform/report/text.hpp"
+
+namespace kagent::report {
+
+namespace {
+
+void note_best(progress_state& st, const nlohmann::json& p, std::string_view key) {
+  auto v = positive_ms(p, key);
+  if (v && (!st.best_ms || *v < *st.best_ms)) st.best_ms = v;
+}
+
+void add_call(llm_tally& t, const nlohmann::json& p) {
+  ++t.calls;
+  if (p.is_object() && p.contains("ok") && p["ok"].is_boolean() && !p["ok"].get<bool>()) ++t.failed_calls;
+  t.tokens_in += std::max<std::int64_t>(0, int_or(p, "tokens_in", 0));
+  t.tokens_out += std::max<std::int64_t>(0, int_or(p, "tokens_out", 0));
+  t.cost_usd += std::max(0.0, finite_number(p, "cost_usd").value_or(0));
+}
+
+std::optional<int> gpu_of(const nlohmann::json& p) {
+  auto v = finite_number(p, "gpu_id");
+  if (!v) return std::nullopt;
+  return static_cast<int>(*v);
+}
+
+std::string gpu_label(const nlohmann::json& p) {
+  auto g = gpu_of(p);
+  return g ? fmt::format("gpu{}", *g) : std::string("gpu?");
+}
+
+std::string speedup_suffix(const progress_state& st) {
+  const auto s = format_speedup(st.initial_ms, st.best_ms);
+  return s == "n/a" ? "" : " (" + s + ")";
+}
+
+std::string modes_text(const progress_state& st, bool compact) {
+  std::vector<std::string> parts;
+  std::map<std::string, int> per_mode;
+  for (const auto& [gpu, mode] : st.modes) {
+    if (mode.empty() || mode == "profiled") continue;
+    parts.push_back(fmt::format("gpu{}: {}", gpu, mode));
+    ++per_mode[mode];
+  }
+  if (parts.empty()) return "";
+  if (!compact && parts.size() <= 2) return fmt::format("{}", fmt::join(parts, ", "));
+  std::vector<std::string> counts;
+  for (const auto& [mode, n] : per_mode) counts.push_back(fmt::format("{} GPU{} {}", n, n == 1 ? "" : "s", mode));
+  return fmt::format("{}", fmt::join(counts, ", "));
+}
+
+} // namespace
+
+int progress_state::running() const {
+  if (saw_candidate_start) return static_cast<int>(in_flight.size());
+  if (schedule == "async") return 0;
+  return std::max(0, round_candidates - round_results);
+}
+
+llm_tally progress_state::llm() const {
+  llm_tally best = llm_usage;
+  auto take = [&](const llm_tally& t) {
+    best.calls = std::max(best.calls, t.calls);
+    best.failed_calls = std::max(best.failed_calls, t.failed_calls);
+    best.tokens_in = std::max(best.tokens_in, t.tokens_in);
+    best.tokens_out = std::max(best.tokens_out, t.tokens_out);
+    best.cost_usd = std::max(best.cost_usd, t.cost_usd);
+  };
+  take(llm_calls);
+  if (llm_run_totals) take(*llm_run_totals);
+  return best;
+}
+
+std::optional<double> progress_state::gpu_busy_pct(double now_s) const {
+  if (!saw_device_s || t_start_s < 0) return std::nullopt;
+  const double wall = now_s - t_start_s;
+  if (!(wall > 1e-9)) return std::nullopt;
+  const double pct = device_s / (wall * std::max(1, devices)) * 100.0;
+  if (!std::isfinite(pct)) return std::nullopt;
+  return pct;
+}
+
+void update(progress_state& st, const std::string& type, const nlohmann::json& p, double t_s) {
+  if (st.t_start_s < 0) st.t_start_s = t_s;
+  st.t_last_s = t_s;
+  if (type == "run_start") {
+    st.t_start_s = t_s;
+    st.strategy = text_of(p, "strategy");
+    st.search = text_of(p, "search");
+    if (p.is_object() && p.contains("schedule") && p["schedule"].is_string() && !p["schedule"].get<std::string>().empty())
+      st.schedule = p["schedule"].get<std::string>();
+    if (p.is_object() && p.contains("devices") && p["devices"].is_array())
+      st.devices = static_cast<int>(p["devices"].size());
+    st.max_rounds = static_cast<int>(int_or(p, "max_rounds", st.max_rounds));
+    st.max_candidates = static_cast<int>(int_or(p, "max_candidates", st.max_candidates));
+    st.slots = static_cast<int>(int_or(p, "slots", int_or(p, "num_workers", st.slots)));
+    note_best(st, p, "initial_ms");
+    if (auto v = positive_ms(p, "initial_ms")) st.initial_ms = v;
+  } else if (type == "initial") {
+    if (auto v = positive_ms(p, "initial_ms")) st.initial_ms = v;
+    note_best(st, p, "initial_ms");
+    note_best(st, p, "best_ms");
+  } else if (type == "round_start") {
+    st.round = static_cast<int>(int_or(p, "round", st.round + 1));
+    st.max_rounds = static_cast<int>(int_or(p, "max_rounds", st.max_rounds));
+    st.round_candidates = static_cast<int>(int_or(p, "candidates", 0));
+    st.round_results = 0;
+  } else if (type == "candidate_start") {
+    st.saw_candidate_start = true;
+    if (auto id = text_of(p, "candidate_id"); !id.empty()) st.in_flight.insert(id);
+    if (st.schedule == "async") st.round = std::max(st.round, static_cast<int>(int_or(p, "round", 0)));
+  } else if (type == "candidate_result") {
+    const bool ok = p.is_object() && p.contains("ok") && p["ok"].is_boolean() && p["ok"].get<bool>();
+    ok ? ++st.ok : ++st.failed;
+    ++st.round_results;
+    st.in_flight.erase(text_of(p, "candidate_id"));
+    if (auto d = finite_number(p, "device_s"); d && *d >= 0) {
+      st.device_s += *d;
+      st.saw_device_s = true;
+    }
+    if (auto l = finite_number(p, "llm_s"); l && *l >= 0) st.llm_s += *l;
+    if (ok) note_best(st, p, "time_ms");
+    note_best(st, p, "best_ms");
+    if (st.schedule == "async") st.round = std::max(st.round, static_cast<int>(int_or(p, "round", 0)));
+  } else if (type == "round_end") {
+    note_best(st, p, "best_ms");
+    if (auto id = text_of(p, "best_program_id"); !id.empty()) st.best_program_id = id;
+  } else if (type == "llm_usage") {
+    add_call(st.llm_usage, p);
+  } else if (type == "llm_call") {
+    add_call(st.llm_calls, p);
+    if (p.is_object() && p.contains("run_totals") && p["run_totals"].is_object()) {
+      const auto& t = p["run_totals"];
+      llm_tally tot;
+      tot.calls = st.llm_calls.calls;
+      tot.tokens_in = int_or(t, "tokens_in", 0);
+      tot.tokens_out = int_or(t, "tokens_out", 0);
+      tot.cost_usd = finite_number(t, "cost_usd").value_or(0);
+      st.llm_run_totals = tot;
+    }
+  } else if (type == "mode_change") {
+    if (auto g = gpu_of(p)) st.modes[*g] = text_of(p, "mode");
+  } else if (type == "profiling_failed") {
+    ++st.profiling_failures;
+  } else if (type == "error") {
+    ++st.errors;
+  } else if (type == "resume") {
+    st.round = static_cast<int>(int_or(p, "from_round", st.round));
+  } else if (type == "run_end") {
+    st.finished = true;
+    st.success = p.is_object() && p.contains("success") && p["success"].is_boolean() && p["success"].get<bool>();
+    note_best(st, p, "best_ms");
+  }
+}
+
+std::string format_progress_line(const progress_state& st, double now_s) {
+  std::vector<std::string> parts;
+  const double elapsed = st.t_start_s >= 0 ? now_s - st.t_start_s : 0;
+  std::string where;
+  if (st.schedule == "async") {
+    where = st.max_candidates > 0 ? fmt::format("async {}/{}", st.results(), st.max_candidates)
+                                  : fmt::format("async gen {}", st.round);
+  } else if (st.round == 0) {
+    where = st.initial_ms ? "initial done" : "initial kernel";
+  } else {
+    where = st.max_rounds > 0 ? fmt::format("round {}/{}", st.round, st.max_rounds) : fmt::format("round {}", st.round);
+  }
+  if (st.finished) where += st.success ? " finished" : " FAILED";
+  parts.push_back(format_duration(elapsed) + " " + where);
+
+  std::string cands = fmt::format("{} ok, {} failed", st.ok, st.failed);
+  const int running = st.running();
+  if (st.slots > 0 && st.saw_candidate_start) cands += fmt::format(", {}/{} running", running, st.slots);
+  else cands += fmt::format(", {} running", running);
+  parts.push_back(cands);
+
+  parts.push_back("best " + format_ms(st.best_ms) + speedup_suffix(st));
+
+  if (auto busy = st.gpu_busy_pct(now_s)) parts.push_back(fmt::format("GPU {:.0f}%", *busy));
+  else parts.push_back("GPU n/a");
+
+  const auto l = st.llm();
+  parts.push_back(fmt::format("LLM {} tok {}", format_count(l.tokens_in + l.tokens_out), format_usd(l.cost_usd)));
+
+  auto join = [&](const std::string& modes) {
+    std::string line = fmt::format("{}", fmt::join(parts, " | "));
+    if (!modes.empty()) line += " | " + modes;
+    return line;
+  };
+  std::string line = join(modes_text(st, false));
+  if (line.size() <= progress_line_columns) return line;
+  // Too wide: count the modes instead of listing them, then cut the middle rather than the
+  // modes, which say that results from here on are less trustworthy.
+  const auto modes = modes_text(st, true);
+  line = join(modes);
+  if (line.size() <= progress_line_columns) return line;
+  if (modes.empty()) return one_line(line, progress_line_columns);
+  const std::string tail = " | " + modes;
+  if (tail.size() + 8 >= progress_line_columns) return one_line(line, progress_line_columns);
+  return one_line(join(""), progress_line_columns - tail.size()) + tail;
+}
+
+std::optional<std::string> format_log_line(const progress_state& st, const std::string& type, const nlohmann::json& p,
+                                           double t_s, bool verbose) {
+  const std::string stamp = "[" + format_duration(st.t_start_s >= 0 ? t_s - st.t_start_s : 0) + "] ";
+  auto say = [&](const std::string& text) { return std::optional<std::string>(stamp + one_line(text, 400)); };
+  if (type == "run_start") {
+    std::string devices;
+    if (p.is_object() && p.contains("devices") && p["devices"].is_array()) devices = p["devices"].dump();
+    return say(fmt::format("run start: strategy {} ({}{}), devices {}{}, platform {}, max rounds {}, kernel {}",
+                           text_of(p, "strategy").empty() ? "?" : text_of(p, "strategy"), text_of(p, "search"),
+                           st.schedule == "rounds" ? "" : ", " + st.schedule, devices.empty() ? "n/a" : devices,
+                           text_of(p, "gpu_name").empty() ? "" : " " + text_of(p, "gpu_name"),
+                           text_of(p, "platform").empty() ? "n/a" : text_of(p, "platform"),
+                           st.max_rounds > 0 ? std::to_string(st.max_rounds) : "n/a", text_of(p, "kernel_dir")));
+  }
+  if (type == "initial")
+    return say(fmt::format("starting kernel {} (PyTorch eager {}, torch.compile {})",
+                           format_ms(positive_ms(p, "initial_ms")), format_ms(positive_ms(p, "eager_ms")),
+                           format_ms(positive_ms(p, "compile_ms"))));
+  if (type == "round_start")
+    return say(fmt::format("round {}{}: {} candidates", st.round, st.max_rounds > 0 ? fmt::format("/{}", st.max_rounds) : "",
+                           int_or(p, "candidates", 0)));
+  if (type == "candidate_result") {
+    const bool ok = p.is_object() && p.contains("ok") && p["ok"].is_boolean() && p["ok"].get<bool>();
+    std::string who = text_of(p, "candidate_id");
+    if (who.empty()) who = "candidate";
+    if (gpu_of(p)) who += " (" + gpu_label(p) + ")";
+    const bool new_best = p.is_object() && p.contains("new_best") && p["new_best"].is_boolean() && p["new_best"].get<bool>();
+    if (ok)
+      return say(fmt::format("{}: {}{}, best {}{} [{} ok, {} failed]", who, format_ms(positive_ms(p, "time_ms")),
+                             new_best ? " NEW BEST" : "", format_ms(st.best_ms), speedup_suffix(st), st.ok, st.failed));
+    std::string cause = text_of(p, "failure_cause");
+    std::string err = text_of(p, "error");
+    return say(fmt::format("{}: failed ({}){}{} [{} ok, {} failed]", who, cause.empty() ? "unknown" : cause,
+                           err.empty() ? "" : ": ", one_line(err, 160), st.ok, st.failed));
+  }
+  if (type == "round_end")
+    return say(fmt::format("round {} done: best {}{}{}", int_or(p, "round", st.round), format_ms(st.best_ms),
+                           speedup_suffix(st),
+                           text_of(p, "best_program_id").empty() ? "" : " by " + text_of(p, "best_program_id")) +
+               " | " + format_progress_line(st, t_s));
+  if (type == "mode_change") {
+    std::string reason = text_of(p, "reason");
+    return say(fmt::format("{}: {} analysis from now on{}{}", gpu_label(p),
+                           text_of(p, "mode").empty() ? "?" : text_of(p, "mode"), reason.empty() ? "" : ": ",
+                           one_line(reason, 200)));
+  }
+  if (type == "profiling_failed")
+    return say(fmt::format("{}: profiling failed{}{}: {}", gpu_label(p),
+                           text_of(p, "candidate_id").empty() ? "" : " for " + text_of(p, "candidate_id"),
+                           text_of(p, "platform").empty() ? "" : " (" + text_of(p, "platform") + ")",
+                           one_line(text_of(p, "reason"), 200)));
+  if (type == "note" || type == "error") {
+    nlohmann::json rest = p.is_object() ? p : nlohmann::json::object();
+    std::string what = text_of(rest, "what");
+    rest.erase("what");
+    return say(fmt::format("{}: {}{}", type, what.empty() ? "(no description)" : what,
+                           rest.empty() ? "" : " " + rest.dump()));
+  }
+  if (type == "resume")
+    return say(fmt::format("resume from round {}, {} pending", int_or(p, "from_round", 0),
+                           p.is_object() && p.contains("pending") && p["pending"].is_array()
+                               ? std::to_string(p["pending"].size())
+                               : text_of(p, "pending").empty() ? "0" : text_of(p, "pending")));
+  if (type == "run_end") {
+    std::string err = text_of(p, "error");
+    return say(fmt::format("run end: {}, best {}{}{}", st.success ? "success" : "FAILED", format_ms(st.best_ms),
+                           speedup_suffix(st), err.empty() ? "" : ": " + err));
+  }
+  if (!verbose) return std::nullopt;
+  if (type == "candidate_start")
+    return say(fmt::format("{} started on {} (parent {})", text_of(p, "candidate_id"), gpu_label(p),
+                           text_of(p, "parent_id").empty() ? "?" : text_of(p, "parent_id")));
+  if (type == "llm_usage" || type == "llm_call")
+    return say(fmt::format("LLM {} {} {}: {} in, {} out, {}", text_of(p, "purpose"), text_of(p, "model"),
+                           text_of(p, "ok") == "false" ? "failed" : "ok", int_or(p, "tokens_in", 0),
+                           int_or(p, "tokens_out", 0), format_usd(finite_number(p, "cost_usd"))));
+  return say(type + ": " + p.dump());
+}
+
+} // namespace kagent::report

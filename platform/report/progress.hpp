@@ -1,0 +1,85 @@
+#pragma once
+// The live view of a run, folded from its events (the same run_event stream that events.jsonl
+// records). update() is called once per event; format_progress_line() renders the one line a TTY
+// shows (redrawn with \r), format_log_line() the plain line a log gets for a significant event.
+// Every payload field is optional: a missing one leaves the state as it was.
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace kagent::report {
+
+/// LLM usage as counted from events.
+struct llm_tally {
+  std::int64_t calls = 0;
+  std::int64_t failed_calls = 0;
+  std::int64_t tokens_in = 0;
+  std::int64_t tokens_out = 0;
+  double cost_usd = 0;
+};
+
+struct progress_state {
+  double t_start_s = -1;          ///< time of run_start (else of the first event); -1 before any
+  double t_last_s = -1;           ///< time of the latest event
+  std::string strategy, search;
+  std::string schedule = "rounds";  ///< "rounds" or "async" (run_start.schedule)
+  int devices = 0;                ///< run_start.devices size
+  int round = 0;                  ///< current round (rounds schedule) or highest generation seen (async)
+  int max_rounds = 0;
+  int round_candidates = 0;       ///< candidates handed out in the current round
+  int round_results = 0;          ///< results of the current round
+  int max_candidates = 0;         ///< async budget when run_start names one (max_candidates)
+  int slots = 0;                  ///< concurrent candidate slots when run_start names them (num_workers / slots)
+  int ok = 0;                     ///< candidates verified
+  int failed = 0;                 ///< candidates failed
+  bool saw_candidate_start = false;
+  std::set<std::string> in_flight;  ///< candidate_start without a candidate_result yet
+  std::optional<double> initial_ms;
+  std::optional<double> best_ms;
+  std::string best_program_id;
+  double device_s = 0;            ///< sum of candidate_result.device_s
+  bool saw_device_s = false;
+  double llm_s = 0;               ///< sum of candidate_result.llm_s
+  llm_tally llm_usage;            ///< from llm_usage events
+  llm_tally llm_calls;            ///< from llm_call events (the llm_client's own report)
+  std::optional<llm_tally> llm_run_totals;  ///< llm_call.run_totals, when present (the client's ledger)
+  std::map<int, std::string> modes;  ///< gpu id -> analysis mode, from mode_change events
+  int profiling_failures = 0;
+  int errors = 0;
+  bool finished = false;          ///< run_end seen
+  bool success = false;           ///< run_end.success
+
+  /// Candidates whose result is in.
+  int results() const { return ok + failed; }
+  /// Candidates started and not finished: from candidate_start events when the run sends them,
+  /// else the current round's candidates without a result.
+  int running() const;
+  /// The LLM usage to show: the larger of the two event sources, so that a run sending both
+  /// llm_usage and llm_call does not count a call twice.
+  llm_tally llm() const;
+  /// GPU busy percentage at `now_s`: device_s / (wall time x devices) x 100; nullopt before
+  /// any device_s was reported or when no wall time has passed.
+  std::optional<double> gpu_busy_pct(double now_s) const;
+};
+
+/// Folds one event into the state. `t_s` is the event's time in seconds on any clock that the
+/// caller also uses for now_s (the reporter uses seconds since it started).
+void update(progress_state& st, const std::string& type, const nlohmann::json& payload, double t_s);
+
+/// One line (at most 120 columns, ASCII), e.g.
+/// "03:12 round 2/10 | 14 ok, 3 failed, 4 running | best 0.1234 ms (1.85x) | GPU 87% | LLM 12.3k tok $0.42 | gpu1: synthetic"
+std::string format_progress_line(const progress_state& st, double now_s);
+
+/// The plain log line for an event (already folded into `st` by update), or nullopt for events
+/// that only a verbose log shows (candidate_start, llm_usage, llm_call, unknown types).
+std::optional<std::string> format_log_line(const progress_state& st, const std::string& type,
+                                           const nlohmann::json& payload, double t_s, bool verbose = false);
+
+/// Widest progress line.
+inline constexpr std::size_t progress_line_columns = 120;
+
+} // namespace kagent::report

@@ -1,0 +1,170 @@
+#include "platform/report/progress.hpp"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+namespace kagent::report {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+using nlohmann::json;
+
+// A rounds run with two devices, 100 s in: round 2 of 10, one verified and one failed candidate,
+// one still running, two LLM calls, gpu1 synthetic.
+progress_state rounds_run() {
+  progress_state st;
+  update(st, "run_start", {{"strategy", "amd"}, {"search", "beam_search"}, {"devices", {0, 1}}, {"max_rounds", 10},
+                           {"schedule", "rounds"}}, 1000);
+  update(st, "initial", {{"initial_ms", 2.0}, {"eager_ms", 3.0}, {"best_ms", 2.0}}, 1005);
+  update(st, "round_start", {{"round", 2}, {"max_rounds", 10}, {"candidates", 3}}, 1010);
+  for (const char* id : {"r2_c0", "r2_c1", "r2_c2"})
+    update(st, "candidate_start", {{"candidate_id", id}, {"round", 2}, {"gpu_id", 0}}, 1011);
+  update(st, "candidate_result", {{"candidate_id", "r2_c0"}, {"ok", true}, {"time_ms", 1.0}, {"best_ms", 1.0},
+                                  {"device_s", 20.0}, {"llm_s", 40.0}}, 1050);
+  update(st, "candidate_result", {{"candidate_id", "r2_c1"}, {"ok", false}, {"time_ms", nullptr},
+                                  {"failure_cause", "verification"}, {"device_s", 10.0}}, 1060);
+  update(st, "llm_usage", {{"purpose", "optimize"}, {"tokens_in", 1000}, {"tokens_out", 200}, {"cost_usd", 0.02}, {"ok", true}}, 1020);
+  update(st, "llm_usage", {{"purpose", "optimize"}, {"tokens_in", 250}, {"tokens_out", 50}, {"cost_usd", 0.01}, {"ok", false}}, 1030);
+  update(st, "mode_change", {{"gpu_id", 1}, {"mode", "synthetic"}, {"reason", "rocprofv3 timed out"}}, 1070);
+  return st;
+}
+
+TEST(ProgressLine, ShowsRoundCandidatesBestGpuBusyLlmAndModes) {
+  const auto st = rounds_run();
+  const auto line = format_progress_line(st, 1100);
+  EXPECT_THAT(line, HasSubstr("01:40 round 2/10"));
+  EXPECT_THAT(line, HasSubstr("1 ok, 1 failed, 1 running"));
+  EXPECT_THAT(line, HasSubstr("best 1.000 ms (2.00x)"));
+  EXPECT_THAT(line, HasSubstr("GPU 15%"));  // 30 device-s over 100 s x 2 devices
+  EXPECT_THAT(line, HasSubstr("LLM 1.5k tok $0.0300"));
+  EXPECT_THAT(line, HasSubstr("gpu1: synthetic"));
+  EXPECT_LE(line.size(), progress_line_columns);
+  EXPECT_EQ(line.find('\n'), std::string::npos);
+  EXPECT_EQ(st.llm().calls, 2);
+  EXPECT_EQ(st.llm().failed_calls, 1);
+}
+
+TEST(ProgressLine, BeforeAnythingIsKnownEverySlotSaysNa) {
+  progress_state st;
+  update(st, "run_start", json::object(), 0);
+  const auto line = format_progress_line(st, 10);
+  EXPECT_THAT(line, HasSubstr("initial kernel"));
+  EXPECT_THAT(line, HasSubstr("best n/a"));
+  EXPECT_THAT(line, HasSubstr("GPU n/a"));
+  EXPECT_THAT(line, Not(HasSubstr("inf")));
+  EXPECT_THAT(line, Not(HasSubstr("nan")));
+}
+
+TEST(ProgressLine, FieldsOfTheWrongTypeAreIgnored) {
+  progress_state st;
+  update(st, "run_start", {{"devices", "two"}, {"max_rounds", "ten"}, {"schedule", 3}}, 0);
+  update(st, "initial", {{"initial_ms", "fast"}, {"best_ms", -1}}, 1);
+  update(st, "round_start", {{"round", nullptr}, {"candidates", "3"}}, 2);
+  update(st, "candidate_result", json::array({1, 2}), 3);
+  update(st, "candidate_result", {{"ok", "yes"}, {"time_ms", "1"}, {"device_s", -5}}, 4);
+  update(st, "mode_change", {{"mode", "synthetic"}}, 5);  // no gpu id: nothing to show
+  update(st, "llm_call", {{"run_totals", "x"}}, 6);
+  update(st, "something_new", "text", 7);
+  EXPECT_EQ(st.failed, 2);
+  EXPECT_FALSE(st.best_ms);
+  EXPECT_TRUE(st.modes.empty());
+  const auto line = format_progress_line(st, 8);
+  EXPECT_THAT(line, HasSubstr("0 ok, 2 failed"));
+  EXPECT_THAT(line, HasSubstr("GPU n/a"));
+}
+
+TEST(ProgressLine, WithoutCandidateStartRunningIsTheRoundsRemainder) {
+  progress_state st;
+  update(st, "run_start", {{"devices", {0}}, {"max_rounds", 3}}, 0);
+  update(st, "round_start", {{"round", 1}, {"max_rounds", 3}, {"candidates", 4}}, 1);
+  update(st, "candidate_result", {{"candidate_id", "r1_c0"}, {"ok", true}, {"time_ms", 1.0}}, 2);
+  EXPECT_EQ(st.running(), 3);
+  EXPECT_THAT(format_progress_line(st, 3), HasSubstr("1 ok, 0 failed, 3 running"));
+}
+
+TEST(ProgressLine, AsyncScheduleShowsCandidateProgressAndSlots) {
+  progress_state st;
+  update(st, "run_start", {{"schedule", "async"}, {"devices", {0, 1}}, {"max_candidates", 40}, {"slots", 8}}, 0);
+  update(st, "candidate_start", {{"candidate_id", "c1"}, {"round", 1}, {"slot", 0}}, 1);
+  update(st, "candidate_start", {{"candidate_id", "c2"}, {"round", 1}, {"slot", 1}}, 1);
+  update(st, "candidate_result", {{"candidate_id", "c1"}, {"ok", true}, {"time_ms", 3.0}}, 2);
+  const auto line = format_progress_line(st, 3);
+  EXPECT_THAT(line, HasSubstr("async 1/40"));
+  EXPECT_THAT(line, HasSubstr("1 ok, 0 failed, 1/8 running"));
+  progress_state open_ended;
+  update(open_ended, "run_start", {{"schedule", "async"}}, 0);
+  update(open_ended, "candidate_result", {{"candidate_id", "c1"}, {"round", 3}, {"ok", false}}, 1);
+  EXPECT_THAT(format_progress_line(open_ended, 2), HasSubstr("async gen 3"));
+}
+
+TEST(ProgressLine, ManySyntheticGpusAreCountedAndTheLineStaysWithin120Columns) {
+  progress_state st;
+  update(st, "run_start", {{"devices", {0, 1, 2, 3, 4, 5, 6, 7}}, {"max_rounds", 1000}}, 0);
+  update(st, "initial", {{"initial_ms", 123456.789}}, 1);
+  update(st, "round_start", {{"round", 999}, {"candidates", 64}}, 2);
+  for (int g = 0; g < 8; ++g) update(st, "mode_change", {{"gpu_id", g}, {"mode", "synthetic"}}, 3);
+  update(st, "llm_usage", {{"tokens_in", 123456789012}, {"tokens_out", 1}, {"cost_usd", 12345.678}}, 4);
+  const auto line = format_progress_line(st, 360000);
+  // Too long for one line: the middle is cut, but the modes stay visible at the end.
+  EXPECT_THAT(line, testing::EndsWith("... | 8 GPUs synthetic"));
+  EXPECT_THAT(line, HasSubstr("round 999/1000"));
+  EXPECT_EQ(line.size(), progress_line_columns);
+}
+
+TEST(ProgressLine, LlmCallsReportedTwiceAreNotCountedTwice) {
+  progress_state st;
+  const json call = {{"purpose", "optimize"}, {"tokens_in", 100}, {"tokens_out", 10}, {"cost_usd", 0.5}, {"ok", true}};
+  json with_totals = call;
+  with_totals["run_totals"] = {{"tokens_in", 100}, {"tokens_out", 10}, {"cost_usd", 0.5}};
+  update(st, "llm_usage", call, 0);
+  update(st, "llm_call", with_totals, 0);
+  EXPECT_EQ(st.llm().calls, 1);
+  EXPECT_EQ(st.llm().tokens_in, 100);
+  EXPECT_DOUBLE_EQ(st.llm().cost_usd, 0.5);
+}
+
+TEST(ProgressLine, BestOnlyImprovesAndRunEndIsShown) {
+  progress_state st;
+  update(st, "initial", {{"initial_ms", 2.0}}, 0);
+  update(st, "candidate_result", {{"ok", true}, {"time_ms", 1.5}}, 1);
+  update(st, "candidate_result", {{"ok", true}, {"time_ms", 1.8}, {"best_ms", 1.8}}, 2);
+  EXPECT_EQ(st.best_ms, 1.5);
+  update(st, "run_end", {{"success", false}, {"error", "boom"}}, 3);
+  EXPECT_THAT(format_progress_line(st, 4), HasSubstr("FAILED"));
+}
+
+TEST(LogLine, SignificantEventsGetOneLineEachOthersOnlyWhenVerbose) {
+  auto st = rounds_run();
+  const json failed = {{"candidate_id", "r2_c2"}, {"gpu_id", 1}, {"ok", false}, {"failure_cause", "timeout"},
+                       {"error", "timed out\nafter 30 s"}};
+  update(st, "candidate_result", failed, 1080);
+  auto line = format_log_line(st, "candidate_result", failed, 1080);
+  ASSERT_TRUE(line);
+  EXPECT_EQ(*line, "[01:20] r2_c2 (gpu1): failed (timeout): timed out after 30 s [1 ok, 2 failed]");
+
+  const json ok = {{"candidate_id", "r2_c3"}, {"gpu_id", 0}, {"ok", true}, {"time_ms", 0.5}, {"new_best", true}};
+  update(st, "candidate_result", ok, 1090);
+  line = format_log_line(st, "candidate_result", ok, 1090);
+  ASSERT_TRUE(line);
+  EXPECT_THAT(*line, HasSubstr("r2_c3 (gpu0): 0.5000 ms NEW BEST, best 0.5000 ms (4.00x)"));
+
+  const json mode = {{"gpu_id", 1}, {"mode", "synthetic"}, {"reason", "rocprofv3 exited 1"}};
+  line = format_log_line(st, "mode_change", mode, 1095);
+  ASSERT_TRUE(line);
+  EXPECT_THAT(*line, HasSubstr("gpu1: synthetic analysis from now on: rocprofv3 exited 1"));
+
+  const json start = {{"candidate_id", "r2_c4"}, {"gpu_id", 0}, {"parent_id", "initial"}};
+  EXPECT_FALSE(format_log_line(st, "candidate_start", start, 1096));
+  EXPECT_FALSE(format_log_line(st, "llm_usage", json::object(), 1096));
+  line = format_log_line(st, "candidate_start", start, 1096, true);
+  ASSERT_TRUE(line);
+  EXPECT_THAT(*line, HasSubstr("r2_c4 started on gpu0 (parent initial)"));
+
+  line = format_log_line(st, "error", {{"what", "gpu worker down"}, {"gpu_id", 1}}, 1097);
+  ASSERT_TRUE(line);
+  EXPECT_THAT(*line, HasSubstr("error: gpu worker down {\"gpu_id\":1}"));
+}
+
+} // namespace
+} // namespace kagent::report
