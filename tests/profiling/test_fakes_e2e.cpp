@@ -64,6 +64,26 @@ TEST(FakeRocprof, EndToEndProfileOfTheMeasuredDispatchOnMi300x) {
   EXPECT_NE(log.find("\"--output-format\", \"csv\""), std::string::npos);
 }
 
+TEST(FakeRocprof, AProgramThatHangsIsKilledWithTheToolAndItsTempFilesStayInTheProfile) {
+  if (!harness_python_usable()) GTEST_SKIP() << harness_python() << " cannot import torch and triton";
+  // The tool is fine; the profiled program hangs (in the kernel's import). The kill must reach the
+  // grandchild too. 90 s over 9 worst-case commands: 9 s each, room for the interpreter to start.
+  rocm_case c("rocm_mi300x_matvec", {}, 90, false, true);
+  c.req.code = "import os, tempfile, time\n"
+               "with open(os.path.join(tempfile.gettempdir(), 'kernel.pid'), 'w') as f:\n"
+               "    f.write(str(os.getpid()))\n"
+               "time.sleep(3600)\n";
+  auto r = c.run();
+  EXPECT_FALSE(r.ok);
+  EXPECT_EQ(r.error, "rocprof stats pass timed out after 9 s");
+  // The program's temp dir is the profile's own.
+  const std::string pid_file = c.dir("tmp/kernel.pid");
+  ASSERT_TRUE(std::filesystem::exists(pid_file)) << r.output_tail;
+  int pid = std::stoi(read_text_file(pid_file));
+  EXPECT_FALSE(process_alive(pid)) << "the profiled program (pid " << pid << ") survived the timeout";
+  for (const auto& line : c.log()) EXPECT_FALSE(process_alive(line.at("pid").get<int>()));
+}
+
 TEST(FakeRocprof, Gfx90aRetriesTheEaCounterAfterANonZeroExitOnEa0) {
   rocm_case c("rocm_gfx90a_matvec", {{"FAKE_ROCPROF_ARCH", "gfx90a"}});
   auto r = c.run();
