@@ -1,56 +1,44 @@
-// reporter: the run's voice. Appends every event to events.jsonl, keeps a progress line on a TTY
-// (plain log lines otherwise), and prints the final summary table.
-#include <fmt/format.h>
+// reporter: the run's voice. Appends every event to events.jsonl and folds it into the progress
+// state (platform/report). On a TTY one progress line is redrawn in place (\r) and significant
+// events scroll above it; otherwise each significant event is one plain log line. At the end it
+// prints the summary table and writes report.html; a report that cannot be written is logged,
+// never fatal.
 #include <unistd.h>
 
+#include <chrono>
 #include <iostream>
 
 #include "actors/actors.hpp"
+#include "platform/report/html_report.hpp"
+#include "platform/report/progress.hpp"
+#include "platform/report/summary_table.hpp"
 #include "platform/store/event_log.hpp"
 
 namespace kagent {
 
 namespace {
 
+// Local to the reporter (never crosses a process boundary): redraw the progress line so that its
+// clock and GPU busy figure move while no event arrives.
+using redraw_atom = caf::atom_constant<caf::atom("rp_redraw")>;
+constexpr auto redraw_interval = std::chrono::seconds(1);
+
 struct reporter_state {
   std::unique_ptr<store::event_log> log;
+  report::progress_state progress;
   bool tty = false;
-  int done = 0, failed = 0;
-  double best_ms = -1, initial_ms = -1;
-  double cost = 0;
-  long tokens = 0;
-  std::string round, mode;
+  bool line_shown = false;  ///< a progress line is on the terminal's last row
+  bool finished = false;
+  std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now();
+
+  double now_s() const { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); }
 };
 
-std::string fmt_ms(double v) { return v >= 0 ? fmt::format("{:.4f} ms", v) : "n/a"; }
-
-void print_summary(const nlohmann::json& s) {
-  auto num = [&](const char* k) { return s.contains(k) && s[k].is_number() ? s[k].get<double>() : -1.0; };
-  const double eager = num("eager_ms"), comp = num("compile_ms"), init = num("initial_ms"), best = num("best_ms");
-  auto speed = [&](double ref) { return ref > 0 && best > 0 ? fmt::format("{:.2f}x", ref / best) : "n/a"; };
-  std::cout << "\n== kagent-actors summary: " << s.value("strategy", "") << " on " << s.value("kernel_dir", "") << "\n";
-  std::cout << fmt::format("  {:<22} {:>14}  {:>10}\n", "", "time", "best speed-up");
-  std::cout << fmt::format("  {:<22} {:>14}  {:>10}\n", "PyTorch eager", fmt_ms(eager), speed(eager));
-  std::cout << fmt::format("  {:<22} {:>14}  {:>10}\n", "torch.compile", fmt_ms(comp), speed(comp));
-  std::cout << fmt::format("  {:<22} {:>14}  {:>10}\n", "starting kernel", fmt_ms(init), speed(init));
-  std::cout << fmt::format("  {:<22} {:>14}  {:>10}\n", "best kernel", fmt_ms(best), best > 0 ? "1.00x" : "n/a");
-  std::cout << fmt::format("  rounds {}  candidates {}  verified {}  failed {}\n", s.value("rounds", 0),
-                           s.value("candidates", 0), s.value("verified", 0), s.value("failed", 0));
-  if (s.contains("failures_by_cause") && !s["failures_by_cause"].empty()) {
-    std::string causes;
-    for (auto it = s["failures_by_cause"].begin(); it != s["failures_by_cause"].end(); ++it)
-      causes += fmt::format("{}{}={}", causes.empty() ? "" : ", ", it.key(), it.value().get<long>());
-    std::cout << "  failures by cause: " << causes << "\n";
-  }
-  if (s.contains("llm")) {
-    const auto& l = s["llm"];
-    std::cout << fmt::format("  LLM: {} calls, {} tokens in, {} tokens out, est. ${:.4f}\n", l.value("calls", 0L),
-                             l.value("tokens_in", 0L), l.value("tokens_out", 0L), l.value("cost_usd", 0.0));
-  }
-  std::cout << "  best kernel: " << s.value("best_kernel_path", "(none)") << "\n";
-  std::cout << "  run directory: " << s.value("run_dir", "") << "\n";
-  if (!s.value("success", false)) std::cout << "  FAILED: " << s.value("error", "") << "\n";
-  std::cout.flush();
+// Event types that stay in the scrollback on a TTY (a candidate result only when it is a new best).
+bool tty_worthy(const std::string& type, const nlohmann::json& p) {
+  if (type == "candidate_result")
+    return p.is_object() && p.contains("new_best") && p["new_best"].is_boolean() && p["new_best"].get<bool>();
+  return type != "candidate_start" && type != "llm_usage" && type != "llm_call" && type != "llm_retry";
 }
 
 } // namespace
@@ -61,43 +49,66 @@ caf::behavior reporter_actor(caf::event_based_actor* self, context_ptr ctx) {
   st->log = std::make_unique<store::event_log>(ctx->run_path + "/events.jsonl");
   st->tty = ::isatty(STDERR_FILENO) == 1;
 
-  auto progress = [=](const std::string& type, const nlohmann::json& p) {
-    if (type == "candidate_result") {
-      if (p.value("ok", false)) ++st->done;
-      else ++st->failed;
-    }
-    if (type == "run_start" && p.contains("initial_ms") && p["initial_ms"].is_number()) st->initial_ms = p["initial_ms"];
-    if (p.contains("best_ms") && p["best_ms"].is_number()) st->best_ms = p["best_ms"];
-    if (type == "round_start") st->round = fmt::format("round {}/{}", p.value("round", 0), p.value("max_rounds", 0));
-    if (type == "mode_change") st->mode = p.value("mode", "");
-    if (type == "llm_call" && p.contains("run_totals")) {
-      st->cost = p["run_totals"].value("cost_usd", 0.0);
-      st->tokens = p["run_totals"].value("tokens_in", 0L) + p["run_totals"].value("tokens_out", 0L);
-    }
-    std::string line = fmt::format("[{}] {} ok, {} failed, best {}{}, LLM {} tok ${:.3f}{}", st->round, st->done,
-                                   st->failed, fmt_ms(st->best_ms),
-                                   st->best_ms > 0 && st->initial_ms > 0
-                                       ? fmt::format(" ({:.2f}x)", st->initial_ms / st->best_ms)
-                                       : "",
-                                   st->tokens, st->cost, st->mode.empty() ? "" : " | " + st->mode);
-    if (st->tty) {
-      std::cerr << "\r\033[K" << line << std::flush;
-    } else if (ctx->verbose || type == "round_end" || type == "error" || type == "mode_change" ||
-               type == "run_start" || type == "note") {
-      std::cerr << type << ": " << p.dump() << "\n";
-    }
+  auto redraw = [=] {
+    std::cerr << "\r\033[K" << report::format_progress_line(st->progress, st->now_s()) << std::flush;
+    st->line_shown = true;
   };
+  auto clear_line = [=] {
+    if (st->line_shown) std::cerr << "\r\033[K";
+    st->line_shown = false;
+  };
+
+  if (st->tty) self->delayed_send(self, redraw_interval, redraw_atom::value);
 
   return {
       [=](const run_event& e) {
         nlohmann::json payload = nlohmann::json::parse(e.payload_json, nullptr, false);
         if (payload.is_discarded()) payload = nlohmann::json{{"text", e.payload_json}};
         st->log->append(e.type, payload);
-        progress(e.type, payload);
+        const double t = st->now_s();
+        report::update(st->progress, e.type, payload, t);
+        const bool verbose = ctx->verbose;
+        if (st->tty) {
+          if (verbose || tty_worthy(e.type, payload)) {
+            if (auto line = report::format_log_line(st->progress, e.type, payload, t, verbose)) {
+              clear_line();
+              std::cerr << *line << "\n";
+            }
+          }
+          if (!st->finished) redraw();
+        } else if (auto line = report::format_log_line(st->progress, e.type, payload, t, verbose)) {
+          std::cerr << *line << "\n" << std::flush;
+        }
+      },
+      [=](redraw_atom) {
+        if (st->finished) return;
+        redraw();
+        self->delayed_send(self, redraw_interval, redraw_atom::value);
       },
       [=](finish_atom, const std::string& summary_json) {
-        if (st->tty) std::cerr << "\n";
-        print_summary(nlohmann::json::parse(summary_json));
+        st->finished = true;
+        if (st->tty) {
+          clear_line();
+          std::cerr << report::format_progress_line(st->progress, st->now_s()) << "\n" << std::flush;
+        }
+        nlohmann::json summary = nlohmann::json::parse(summary_json, nullptr, false);
+        if (!summary.is_object()) summary = nlohmann::json::object();
+        // Devices the run switched to synthetic analysis, as the events told them, when the
+        // summary does not say.
+        if (!summary.contains("synthetic_devices") && !summary.contains("analysis_mode")) {
+          nlohmann::json synthetic = nlohmann::json::array();
+          for (const auto& [gpu, mode] : st->progress.modes)
+            if (mode == "synthetic") synthetic.push_back(gpu);
+          if (!synthetic.empty()) summary["synthetic_devices"] = synthetic;
+        }
+        std::cout << report::format_summary_table(summary);
+        try {
+          const auto path = report::write_report_html(ctx->run_path, summary);
+          std::cout << "  report: " << path.string() << "\n";
+        } catch (const std::exception& ex) {
+          std::cerr << "reporter: report.html not written: " << ex.what() << "\n";
+        }
+        std::cout.flush();
         return caf::unit;
       },
   };

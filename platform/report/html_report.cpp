@@ -137,6 +137,7 @@ step_chart make_chart(const timeline& tl, bool by_time) {
   c.x_label = by_time ? "wall-clock time since start" : "candidates finished";
   c.y_label = "time (ms)";
   c.x_is_seconds = by_time;
+  c.x_integer = !by_time;
   c.reference_y = tl.initial_ms;
   std::optional<double> last;
   if (tl.initial_ms) {
@@ -216,7 +217,7 @@ std::string summary_section(const summary_view& v, const report_data& d) {
   double device_s = 0;
   bool have = false;
   for (const auto& ev : d.events)
-    if (text_of(ev, "type") == "candidate_result")
+    if (const auto type = text_of(ev, "type"); type == "candidate_result" || type == "analysis")
       if (auto x = finite_number(ev, "device_s"); x && *x >= 0) device_s += *x, have = true;
   const auto wall = finite_number(d.summary, "wall_s");
   std::size_t devices = 1;

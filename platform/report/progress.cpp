@@ -130,6 +130,12 @@ void update(progress_state& st, const std::string& type, const nlohmann::json& p
     if (ok) note_best(st, p, "time_ms");
     note_best(st, p, "best_ms");
     if (st.schedule == "async") st.round = std::max(st.round, static_cast<int>(int_or(p, "round", 0)));
+  } else if (type == "analysis") {
+    // A parent's profile and diagnosis: device time that belongs to no candidate.
+    if (auto d = finite_number(p, "device_s"); d && *d >= 0) {
+      st.device_s += *d;
+      st.saw_device_s = true;
+    }
   } else if (type == "round_end") {
     note_best(st, p, "best_ms");
     if (auto id = text_of(p, "best_program_id"); !id.empty()) st.best_program_id = id;

@@ -41,7 +41,7 @@ struct progress_state {
   std::optional<double> initial_ms;
   std::optional<double> best_ms;
   std::string best_program_id;
-  double device_s = 0;            ///< sum of candidate_result.device_s
+  double device_s = 0;            ///< sum of device_s of candidate_result and analysis events
   bool saw_device_s = false;
   double llm_s = 0;               ///< sum of candidate_result.llm_s
   llm_tally llm_usage;            ///< from llm_usage events

@@ -78,7 +78,12 @@ std::string render_svg(const step_chart& c, int width, int height) {
   if (ymax <= 0) ymax = 1;
   // Short runs read better in seconds (0.25, 0.5 ...), long ones as mm:ss on whole minutes.
   const bool clock_ticks = c.x_is_seconds && xmax > 120;
-  const auto xt = clock_ticks ? clock_ticks_for(xmax, 6) : nice_ticks(xmax, 6), yt = nice_ticks(ymax * 1.05, 5);
+  auto xt = clock_ticks ? clock_ticks_for(xmax, 6) : nice_ticks(xmax, 6);
+  if (c.x_integer && xt.size() > 1 && xt[1] < 1) {
+    xt.clear();
+    for (int i = 0; i <= static_cast<int>(std::ceil(xmax)); ++i) xt.push_back(i);
+  }
+  const auto yt = nice_ticks(ymax * 1.05, 5);
   xmax = xt.back();
   ymax = yt.back();
   const std::string x_label =

@@ -20,6 +20,7 @@ struct chart_marker {
 struct step_chart {
   std::string title;
   std::string x_label, y_label;
+  bool x_integer = false;     ///< x counts things: ticks at whole numbers only
   bool x_is_seconds = false;  ///< x is seconds: the axis label gets "(s)", or "(mm:ss)" ticks past two minutes
   std::vector<std::pair<double, double>> best;    ///< (x, best y so far), x ascending
   std::vector<chart_marker> markers;

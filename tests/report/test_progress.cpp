@@ -74,6 +74,14 @@ TEST(ProgressLine, FieldsOfTheWrongTypeAreIgnored) {
   EXPECT_THAT(line, HasSubstr("GPU n/a"));
 }
 
+TEST(ProgressLine, ParentAnalysisDeviceTimeCountsAsGpuBusy) {
+  progress_state st;
+  update(st, "run_start", {{"devices", {0}}}, 0);
+  update(st, "analysis", {{"parent_id", "initial"}, {"device_s", 4.0}}, 1);
+  update(st, "candidate_result", {{"ok", true}, {"time_ms", 1.0}, {"device_s", 1.0}}, 2);
+  EXPECT_THAT(format_progress_line(st, 10), HasSubstr("GPU 50%"));
+}
+
 TEST(ProgressLine, WithoutCandidateStartRunningIsTheRoundsRemainder) {
   progress_state st;
   update(st, "run_start", {{"devices", {0}}, {"max_rounds", 3}}, 0);

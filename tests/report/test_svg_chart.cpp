@@ -66,5 +66,14 @@ TEST(SvgChart, SecondsAxisSwitchesToClockTicksOnLongRuns) {
   EXPECT_THAT(svg, HasSubstr(">25:00<"));
 }
 
+TEST(SvgChart, CountAxesTickAtWholeNumbers) {
+  step_chart c;
+  c.x_integer = true;
+  c.markers = {{1, 1.0, false, "only"}};
+  const auto svg = render_svg(c);
+  EXPECT_THAT(svg, HasSubstr("text-anchor=\"middle\">1</text>"));
+  EXPECT_THAT(svg, Not(HasSubstr(">0.2<")));
+}
+
 } // namespace
 } // namespace kagent::report
