@@ -398,3 +398,26 @@ TEST(ProfileRunnerNcu, WithoutAKnownKernelThereIsNoFilter) {
   EXPECT_EQ(std::find(argv.begin(), argv.end(), "--kernel-name"), argv.end());
   EXPECT_EQ(r.kernel_name, "matvec_kernel");  // the busiest non-at:: kernel
 }
+
+TEST(ProfileRunnerNcu, RealH200OutputOfTheWrapperSelectsTheMeasuredCall) {
+  // ncu's own output for the runner's command on the lent H200 (tests/profiling/h200_wrapper/README.md).
+  const std::string captured = std::string(KAGENT_SOURCE_DIR) + "/tests/profiling/h200_wrapper/";
+  runner_case matvec("nvidia", "unused", {{"FAKE_NCU_FIXTURES", captured + "matvec"}});
+  auto r = matvec.run();
+  ASSERT_TRUE(r.ok) << r.error;
+  EXPECT_EQ(r.kernel_name, "matvec_kernel");
+  EXPECT_EQ(r.detail.at("dispatch_count"), 4);  // 3 warm-ups and the measured call, nothing else
+  EXPECT_EQ(r.detail.at("id"), 3);
+  EXPECT_DOUBLE_EQ(metric(r, "gpu__time_duration.sum"), 2413600);
+  EXPECT_DOUBLE_EQ(r.roofline.at("memory_sol_pct").get<double>(), 37.02);
+  EXPECT_EQ(r.roofline.at("bottleneck"), "underutilized");
+
+  runner_case rms("nvidia", "unused", {{"FAKE_NCU_FIXTURES", captured + "rmsnorm"}});
+  rms.req.code = read_text_file(std::string(KAGENT_SOURCE_DIR) + "/examples/optimize_02_rmsnorm/input.py");
+  auto n = rms.run();
+  ASSERT_TRUE(n.ok) << n.error;
+  EXPECT_EQ(n.kernel_name, "rmsnorm_kernel");
+  EXPECT_EQ(n.detail.at("id"), 3);
+  EXPECT_DOUBLE_EQ(n.roofline.at("memory_sol_pct").get<double>(), 94.68);
+  EXPECT_EQ(n.roofline.at("bottleneck"), "memory");
+}
