@@ -5,8 +5,11 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <sstream>
 #include <thread>
 #include <unistd.h>
+
+#include <nlohmann/json.hpp>
 
 #include "platform/common/errors.hpp"
 #include "platform/llm/replay.hpp"
@@ -240,3 +243,112 @@ TEST(ReplayMatch, FrontMatterParserReportsTheBodyOffset) {
   EXPECT_FALSE(none.present);
   EXPECT_EQ(none.body_offset, 0u);
 }
+
+// ---- the example replay sets (examples/*/replay): the lineage tree their READMEs describe --------
+
+namespace {
+
+std::string slurp(const fs::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+std::string python_block(const std::string& reply) {
+  auto b = reply.find("```python\n");
+  if (b == std::string::npos) return "";
+  b += 10;
+  return reply.substr(b, reply.find("```", b) - b);
+}
+
+std::string marker(const std::string& code) {
+  auto p = code.find("# variant: ");
+  if (p == std::string::npos) return "root";
+  p += 11;
+  return code.substr(p, code.find_first_of(" \n", p) - p);
+}
+
+// What the search sends, reduced to what the sets match on: the parent's full source, the chosen
+// direction's category, summary and first fix.
+struct pipeline {
+  replay_provider p;
+  explicit pipeline(const std::string& dir) : p(dir) {}
+
+  nlohmann::json bottlenecks(const std::string& code) {
+    auto r = p.complete(req("bottleneck", "Identify 2 bottlenecks of this kernel.\n```python\n" + code + "```\n"));
+    return nlohmann::json::parse(r.text);
+  }
+
+  std::string child(const std::string& code, int direction, bool* followed_up = nullptr) {
+    auto b = bottlenecks(code).at(static_cast<size_t>(direction - 1));
+    std::string prompt = "CURRENT KERNEL\n```python\n" + code + "```\nBOTTLENECK ANALYSIS\nCategory: " +
+                         b.at("category").get<std::string>() + "\nSummary: " + b.at("summary").get<std::string>() +
+                         "\nFix: " + b.at("root_causes").at(0).at("fixes").at(0).at("fix").get<std::string>() + "\n";
+    auto first = p.complete(req("optimize", prompt)).text;
+    if (followed_up) *followed_up = false;
+    if (!python_block(first).empty()) return python_block(first);
+    llm_request f = req("optimize_followup", prompt);
+    f.messages.push_back({"assistant", first});
+    f.messages.push_back({"user", "Your reply could not be used: the reply contains no code block."});
+    if (followed_up) *followed_up = true;
+    return python_block(p.complete(f).text);
+  }
+};
+
+void check_example(const std::string& example, const std::string& tag) {
+  const fs::path dir = fs::path(KAGENT_SOURCE_DIR) / "examples" / example;
+  pipeline pl((dir / "replay").string());
+  const std::string root = slurp(dir / "input.py");
+  auto v = [&](int n) { return tag + "-v" + std::to_string(n); };
+
+  // Every parent's analysis: a JSON array of two directions with different summaries.
+  for (auto& d : pl.bottlenecks(root)) EXPECT_TRUE(d.at("summary").is_string());
+  EXPECT_NE(pl.bottlenecks(root)[0]["summary"], pl.bottlenecks(root)[1]["summary"]);
+
+  bool followed = false;
+  const std::string v1 = pl.child(root, 1, &followed);
+  EXPECT_EQ(marker(v1), v(1));
+  EXPECT_FALSE(followed);
+  const std::string v1_again = pl.child(root, 2, &followed);
+  EXPECT_TRUE(followed) << "direction 2 of the root answers without code first";
+  EXPECT_EQ(marker(v1_again), v(1));
+  EXPECT_NE(v1_again, v1) << "the duplicate differs in comments and layout only";
+
+  const std::string v3 = pl.child(v1, 1), v4 = pl.child(v1, 2);
+  EXPECT_EQ(marker(v3), v(3));
+  EXPECT_EQ(marker(v4), v(4));
+  EXPECT_EQ(pl.child(v1_again, 1), v3) << "the duplicate has the same replies as the original";
+  EXPECT_EQ(pl.child(v3, 2), v3);
+  const std::string v5 = pl.child(v3, 1);
+  EXPECT_EQ(marker(v5), v(5));
+  EXPECT_EQ(pl.child(v5, 1), v3);
+  EXPECT_EQ(pl.child(v5, 2), v3);
+  for (int round = 0; round < 2; ++round) {  // a resumed run (new provider) gets the same tree
+    pipeline again((dir / "replay").string());
+    EXPECT_EQ(again.child(v1, 2), v4);
+    EXPECT_EQ(again.child(root, 1), v1);
+  }
+
+  // The wrong kernel's refinements stay wrong (same marker), and every reflexion gets one JSON object.
+  auto refined = python_block(pl.p.complete(req("refine", "CURRENT KERNEL\n```python\n" + v4 + "```\nFAIL")).text);
+  EXPECT_EQ(marker(refined), v(4));
+  EXPECT_NE(refined, v4);
+  auto again = python_block(pl.p.complete(req("refine", "CURRENT KERNEL\n```python\n" + refined + "```\nFAIL")).text);
+  EXPECT_EQ(again, refined);
+  auto reflexion = nlohmann::json::parse(pl.p.complete(req("reflexion", "Round 2 attempt ...")).text);
+  for (const char* k : {"was_diagnosis_correct", "was_fix_effective", "lessons", "avoid_patterns", "try_patterns"})
+    EXPECT_TRUE(reflexion.contains(k)) << k;
+
+  // Today's optimize prompt (no bottleneck summary in it) gets each parent's direction-1 child.
+  EXPECT_EQ(marker(python_block(pl.p.complete(req("optimize", "Current kernel:\n" + root)).text)), v(1));
+  EXPECT_EQ(marker(python_block(pl.p.complete(req("optimize", "Current kernel:\n" + v1)).text)), v(3));
+  // A request that names no known kernel is not answered by accident.
+  EXPECT_THROW(pl.p.complete(req("optimize", "some other kernel")), llm_error);
+  EXPECT_THROW(pl.p.complete(req("bottleneck", "some other kernel")), llm_error);
+}
+
+}  // namespace
+
+TEST(ReplayExamples, RmsnormSetServesItsLineageTree) { check_example("optimize_02_rmsnorm", "rms"); }
+TEST(ReplayExamples, MatvecSetServesItsLineageTree) { check_example("optimize_01_matvec", "mv"); }
