@@ -123,6 +123,7 @@ public:
     if (req_.problem_path.empty() || !fs::is_regular_file(req_.problem_path, ec))
       throw user_error("problem file not found: '" + req_.problem_path + "'");
     if (req_.python.empty()) throw user_error("no Python interpreter configured for the profile wrapper");
+    if (req_.code.empty()) throw user_error("the profile request has no kernel code");
 
     const fs::path kernel = dir_ / (id + "_kernel.py");
     const fs::path launcher = dir_ / (id + "_wrapper.py");
