@@ -180,7 +180,7 @@ caf::behavior manager_actor(caf::event_based_actor* self, context_ptr ctx, caf::
     }
     s["rounds"] = st->round;
     s["candidates"] = st->db->count() - 1;  // minus the initial kernel
-    s["verified"] = std::max<std::int64_t>(0, st->db->count(store::program_status::verified) - 1);
+    s["verified"] = st->db->count(store::program_status::verified);  // the initial kernel included
     s["failed"] = st->db->count(store::program_status::failed);
     s["failures_by_cause"] = st->db->failures_by_cause();
     s["diverged"] = st->diverged.size();

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <mutex>
 #include <set>
 #include <string>
 #include <vector>
@@ -64,20 +65,52 @@ inline step reply(scripted_reply r) {
   return [r](const received_request&) { return r; };
 }
 
-/// Serves `script[i]` to request i and a unique valid kernel to every later request.
+/// The run also asks for bottleneck analyses (one per parent) and reflexions (one per verified
+/// candidate). Those side requests are answered at once with a valid reply and stay out of the
+/// script: request i of the script is the i-th *rewrite* request (optimize, follow-up, refine).
+inline bool is_side_request(const received_request& rq) {
+  return rq.body.find("Work out what limits its speed") != std::string::npos ||
+         rq.body.find("so that later rounds can learn from it") != std::string::npos;
+}
+
+inline std::string side_reply_text(const received_request& rq) {
+  if (rq.body.find("Work out what limits its speed") != std::string::npos)
+    return R"([{"category": "memory", "summary": "streams A once", "reasoning": "bandwidth bound",)"
+           R"( "root_causes": [{"cause": "small tiles", "evidence": [], "fixes": [{"fix": "wider tiles", "rationale": "fewer programs"}]}]}])";
+  return R"({"was_diagnosis_correct": true, "was_fix_effective": true, "expected_outcome": "faster",)"
+         R"( "actual_outcome": "faster", "reasoning": "ok", "lessons": [], "avoid_patterns": [], "try_patterns": []})";
+}
+
+/// Serves `script[i]` to rewrite request i and a unique valid kernel to every later one.
 class scripted_endpoint {
 public:
   explicit scripted_endpoint(std::vector<step> script)
-      : script_(std::move(script)), srv_([this](const received_request& rq, int i) {
-          if (static_cast<size_t>(i) < script_.size()) return script_[static_cast<size_t>(i)](rq);
-          return ok_reply(rq, kernel_text(i));
+      : script_(std::move(script)), srv_([this](const received_request& rq, int) {
+          if (is_side_request(rq)) return ok_reply(rq, side_reply_text(rq));
+          size_t i;
+          {
+            std::lock_guard lk(m_);
+            i = rewrites_.size();
+            rewrites_.push_back(rq);
+          }
+          if (i < script_.size()) return script_[i](rq);
+          return ok_reply(rq, kernel_text(static_cast<int>(i)));
         }) {}
   std::string base_url() const { return srv_.url() + "/v1"; }
-  int requests() const { return srv_.requests(); }
-  std::vector<received_request> received() const { return srv_.received(); }
+  /// Rewrite requests received (side requests excluded).
+  int requests() const {
+    std::lock_guard lk(m_);
+    return static_cast<int>(rewrites_.size());
+  }
+  std::vector<received_request> received() const {
+    std::lock_guard lk(m_);
+    return rewrites_;
+  }
 
 private:
   std::vector<step> script_;
+  mutable std::mutex m_;
+  std::vector<received_request> rewrites_;
   loopback_server srv_;
 };
 
@@ -90,6 +123,7 @@ struct run_options {
   int max_refine_attempts = 1;  ///< a reply without code is re-asked this many times
   int samples_per_prompt = 1;   ///< with beam_search: candidates per round, calling the LLM at once
   std::string strategy = "greedy";  ///< greedy: one candidate per round
+  int num_workers = 1;              ///< candidate pipelines in flight
 };
 
 struct run_outcome {
@@ -99,7 +133,8 @@ struct run_outcome {
 
 inline std::string config_yaml(const std::string& base_url, const run_options& o) {
   std::string y;
-  y += "strategy: " + o.strategy + "\nnum_workers: 1\nmax_rounds: " + std::to_string(o.rounds) + "\n";
+  y += "strategy: " + o.strategy + "\nnum_workers: " + std::to_string(o.num_workers) +
+       "\nmax_rounds: " + std::to_string(o.rounds) + "\n";
   y += "strategy_config:\n  max_no_improvement: 10\n  num_bottlenecks: 1\n  samples_per_prompt: " + std::to_string(o.samples_per_prompt) + "\n";
   y += "openai_model: test-model\nhigh_reasoning_effort: false\nplatform: noop\n";
   y += "benchmark_warmup: 25\nbenchmark_repeat: 100\ndivergence_threshold: 50.0\ntarget_platform: cuda\n";
@@ -160,11 +195,21 @@ inline program_db open_db(const run_outcome& r) {
   return program_db::open(r.run_dir / "program.db", program_db::mode::read_only);
 }
 
-/// The llm_calls rows of one candidate.
+/// The rewrite calls (optimize, follow-ups, refine) of one candidate; its reflexion and the
+/// bottleneck analysis of it as a parent are side calls.
 inline std::vector<kagent::store::llm_call_record> calls_of(program_db& db, const std::string& candidate) {
   std::vector<kagent::store::llm_call_record> out;
   for (auto& c : db.list_llm_calls())
-    if (c.candidate_id.value_or("") == candidate) out.push_back(c);
+    if (c.candidate_id.value_or("") == candidate && c.purpose != "reflexion" && c.purpose != "bottleneck")
+      out.push_back(c);
+  return out;
+}
+
+/// Every rewrite call of the run (side calls excluded), in order.
+inline std::vector<kagent::store::llm_call_record> rewrite_calls(program_db& db) {
+  std::vector<kagent::store::llm_call_record> out;
+  for (auto& c : db.list_llm_calls())
+    if (c.purpose != "reflexion" && c.purpose != "bottleneck") out.push_back(c);
   return out;
 }
 

@@ -233,7 +233,7 @@ TEST(E2eLlm, ScriptedFaultSequenceAcrossRounds) {
   expect_failed(db, "r4_c3", "llm", "bad_request", 1);
   expect_verified(db, "r5_c4", 1);
   expect_summary(r, 5, {{"llm", 2}, {"no_code", 1}});
-  EXPECT_EQ(db.list_llm_calls().size(), 6u);
+  EXPECT_EQ(rewrite_calls(db).size(), 6u);
 }
 
 // Servers that echo the key back in an error text, on every error path the client reads a body
@@ -365,10 +365,10 @@ TEST(E2eLlm, ConcurrentCandidatesRetryIndependently) {
   auto limited = json_reply(429, openai_error_body("slow down", "requests", "rate_limit_exceeded"));
   limited.headers.emplace_back("retry-after", "0");
   scripted_endpoint ep({reply(limited), reply(limited), reply(limited)});
-  auto r = run_against(s, ep, {.rounds = 1, .samples_per_prompt = 3, .strategy = "beam_search"});
+  auto r = run_against(s, ep, {.rounds = 1, .samples_per_prompt = 3, .strategy = "beam_search", .num_workers = 3});
   expect_run_survived(r, ep);
   auto db = open_db(r);
-  auto calls = db.list_llm_calls();
+  auto calls = rewrite_calls(db);
   ASSERT_EQ(calls.size(), 3u);
   int attempts = 0;
   std::set<std::string> ids;
