@@ -26,6 +26,7 @@ std::string device_label(const std::string& id) {
 std::string id_text(const nlohmann::json& v) {
   if (v.is_string()) return v.get<std::string>();
   if (v.is_number_integer()) return std::to_string(v.get<long long>());
+  if (v.is_object() && v.contains("gpu_id")) return id_text(v["gpu_id"]);  // {"gpu_id": 1, "reason": ...}
   return "";
 }
 

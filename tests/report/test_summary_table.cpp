@@ -95,6 +95,9 @@ TEST(SummaryTable, SyntheticDevicesFromEveryKnownShape) {
   EXPECT_EQ(synthetic_devices_of({{"synthetic_devices", {"1"}}, {"analysis_mode", {{"1", "synthetic"}}}}),
             (std::vector<std::string>{"gpu1"}));
   EXPECT_TRUE(synthetic_devices_of({{"synthetic_devices", "1"}}).empty());
+  // The manager's shape: one object per device, with the reason.
+  nlohmann::json manager_shape = {{"synthetic_devices", nlohmann::json::array({{{"gpu_id", 2}, {"reason", "stats pass: timed out"}}})}};
+  EXPECT_EQ(synthetic_devices_of(manager_shape), (std::vector<std::string>{"gpu2"}));
 }
 
 } // namespace
