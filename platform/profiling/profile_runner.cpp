@@ -93,6 +93,13 @@ std::string output_tail_of(const process_result& r) {
   return out;
 }
 
+/// A command path as given, made absolute when it is relative (children run in the profile dir); a
+/// bare name stays a name, looked up on the child's PATH.
+std::string absolute_command(const std::string& cmd) {
+  if (cmd.find('/') == std::string::npos || fs::path(cmd).is_absolute()) return cmd;
+  return fs::absolute(cmd).lexically_normal().string();
+}
+
 /// A failure that ends the profile: what, which invocation, its output.
 struct profile_failure {
   std::string error;
@@ -109,14 +116,16 @@ public:
 
   /// Sets up the directory, the kernel file and the launcher; returns the launcher's path.
   std::string prepare(const std::string& id) {
-    dir_ = fs::absolute(req_.dir);
+    dir_ = fs::absolute(req_.dir).lexically_normal();
     std::error_code ec;
     fs::create_directories(dir_ / "tmp", ec);
     if (ec) throw run_error("cannot create the profile directory " + dir_.string() + ": " + ec.message());
     jsonl_ = dir_ / "invocations.jsonl";
     write_text(jsonl_, "");  // this profile's records only
 
-    const fs::path wrapper = fs::path(req_.install_root) / "harness" / "profile_wrapper.py";
+    // Children run in dir: every path they get is absolute.
+    const fs::path wrapper =
+        fs::absolute(fs::path(req_.install_root) / "harness" / "profile_wrapper.py").lexically_normal();
     if (req_.install_root.empty() || !fs::is_regular_file(wrapper, ec))
       throw user_error("profile wrapper not found: " + wrapper.string() + " (install_root is '" +
                        req_.install_root + "')");
@@ -129,7 +138,7 @@ public:
     const fs::path launcher = dir_ / (id + "_wrapper.py");
     write_text(kernel, req_.code);
     std::string args = json_literal(wrapper.string()) + ", \"--problem\", " +
-                       json_literal(fs::absolute(req_.problem_path).string()) + ", \"--kernel\", " +
+                       json_literal(fs::absolute(req_.problem_path).lexically_normal().string()) + ", \"--kernel\", " +
                        json_literal(kernel.string()) + ", \"--device\", " + json_literal(req_.device) +
                        ", \"--dtype\", " + json_literal(req_.dtype);
     if (!req_.size.empty()) args += ", \"--size\", " + json_literal(req_.size);
@@ -141,6 +150,9 @@ public:
   }
 
   const fs::path& dir() const { return dir_; }
+  /// The interpreter as configured, made absolute when it is a relative path (children run in dir);
+  /// a bare name stays a name, looked up on the child's PATH.
+  std::string python() const { return absolute_command(req_.python); }
   /// stdout then stderr of the last command (tails), unlabelled: what ncu's error checks read.
   const std::string& last_output() const { return last_output_; }
 
@@ -239,11 +251,11 @@ nlohmann::json run_rocprof(profile_session& s, const kernel_profile_request& req
                            const std::string& id, const std::string& launcher) {
   std::string binary;
   try {
-    binary = find_rocprof_binary(req.kwargs, req.env, req.python);
+    binary = absolute_command(find_rocprof_binary(req.kwargs, req.env, s.python()));
   } catch (const std::exception& e) {
     throw profile_failure{e.what(), "setup", ""};
   }
-  rocprof_plan plan = plan_rocprof({req.python, launcher, s.dir().string(), id, binary},
+  rocprof_plan plan = plan_rocprof({s.python(), launcher, s.dir().string(), id, binary},
                                    {.with_mfma = req.with_mfma,
                                     .total_budget_s = out.budget_s,
                                     .per_command_cap_s = req.per_command_cap_s});
@@ -345,7 +357,7 @@ nlohmann::json run_ncu(profile_session& s, const kernel_profile_request& req, ke
                        const std::string& id, const std::string& launcher) {
   std::string binary;
   try {
-    binary = find_ncu_binary(req.kwargs, req.env);
+    binary = absolute_command(find_ncu_binary(req.kwargs, req.env));
   } catch (const std::exception& e) {
     throw profile_failure{e.what(), "setup", ""};
   }
@@ -354,7 +366,7 @@ nlohmann::json run_ncu(profile_session& s, const kernel_profile_request& req, ke
   const bool sudo = ncu_sudo_requested(req.env);
   // One command: the whole budget less the kill reserve, capped like every profiler command.
   double share = std::clamp(out.budget_s - 1.0, 1.0, req.per_command_cap_s > 0 ? req.per_command_cap_s : 1e9);
-  ncu_invocation inv = plan_ncu({req.python, launcher, s.dir().string(), id, binary, filter, sudo}, share);
+  ncu_invocation inv = plan_ncu({s.python(), launcher, s.dir().string(), id, binary, filter, sudo}, share);
   const std::string name = "ncu";
   double t = s.timeout_for("ncu", name, inv.timeout_s);
   for (const auto& p : inv.expected_outputs) {

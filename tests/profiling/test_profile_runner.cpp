@@ -285,6 +285,29 @@ TEST(ProfileRunnerRocm, KernelNameAndBinaryChoices) {
   EXPECT_TRUE(missing.log().empty());
 }
 
+TEST(ProfileRunnerRocm, RelativePathsStillWorkFromTheProfileDirectory) {
+  // The tools run in the profile directory; paths configured relative to ours must not break there.
+  runner_case c("rocm", "rocm_mi300x_matvec", {{"FAKE_ROCPROF_RUN_PROGRAM", "1"}});
+  c.req.env["PATH"] = "/usr/bin:/bin";
+  c.req.kwargs.rocprof_bin_path = fs::relative(fakes_dir() + "/rocprofv3").string();
+  c.req.install_root = fs::relative(KAGENT_SOURCE_DIR).string();
+  c.req.problem_path = fs::relative(c.req.problem_path).string();
+  const std::string py = c.root / "py.sh";  // stands in for python: records the launcher it is given
+  write_file(py, "#!/bin/sh\necho \"$1\" >> " + (c.root / "launched.txt") + "\n");
+  fs::permissions(py, fs::perms::owner_all);
+  c.req.python = fs::relative(py).string();
+  ASSERT_NE(c.req.python.find('/'), std::string::npos);
+  auto r = c.run();
+  ASSERT_TRUE(r.ok) << r.error << "\n" << r.output_tail;
+  EXPECT_EQ(r.records[0].argv[0], fakes_dir() + "/rocprofv3");
+  EXPECT_EQ(read_text_file(c.root / "launched.txt").substr(0, c.dir("w0_r1_sol_wrapper.py").size()),
+            c.dir("w0_r1_sol_wrapper.py"));
+  auto launcher = read_text_file(c.dir("w0_r1_sol_wrapper.py"));
+  EXPECT_NE(launcher.find("[\"" + std::string(KAGENT_SOURCE_DIR) + "/harness/profile_wrapper.py\""), std::string::npos)
+      << launcher;
+  EXPECT_NE(launcher.find("\"" + matvec_dir() + "/problem.py\""), std::string::npos) << launcher;
+}
+
 TEST(ProfileRunnerRocm, NoSpecRowMeansNoRooflineButTheMetricsStay) {
   runner_case none("rocm", "rocm_mi300x_matvec");
   none.req.gpu_name = "";
