@@ -3,6 +3,8 @@
 // with the shared run_context; handles are passed as spawn arguments, never inside messages.
 #include <caf/all.hpp>
 
+#include <mutex>
+
 #include "actors/context.hpp"
 #include "messages/messages.hpp"
 
@@ -40,6 +42,11 @@ caf::behavior llm_client_actor(caf::event_based_actor* self, context_ptr ctx, ca
 
 /// events.jsonl, the progress line, the final summary table.
 caf::behavior reporter_actor(caf::event_based_actor* self, context_ptr ctx);
+
+/// The lock of one device: the evaluator (verify, benchmark) and the profiler hold it for each request,
+/// so that a profile never runs while the same GPU is timing a kernel (SPEC §14 B.91-B.92). Detached
+/// actors block on it; a holder that dies releases it (a scoped lock, not a lease to expire).
+std::mutex& device_mutex(int device_id);
 
 /// Turns an exception escaping a handler into a down reason that names it.
 void install_exception_handler(caf::scheduled_actor* self, const char* who);

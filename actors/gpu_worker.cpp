@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <mutex>
 
 #include "actors/actors.hpp"
 #include "platform/gpu/pinning.hpp"
@@ -31,6 +32,16 @@ void install_exception_handler(caf::scheduled_actor* self, const char* who) {
       return caf::make_error(errc::actor_failed, name + ": unknown exception");
     }
   });
+}
+
+std::mutex& device_mutex(int device_id) {
+  // Never destroyed: detached actor threads may still hold one while the process exits.
+  static auto* table = new std::map<int, std::unique_ptr<std::mutex>>();
+  static std::mutex guard;
+  std::lock_guard<std::mutex> lk(guard);
+  auto& m = (*table)[device_id];
+  if (!m) m = std::make_unique<std::mutex>();
+  return *m;
 }
 
 bool fault_requested(const run_context& ctx, const std::string& what, const std::string& target) {
@@ -294,6 +305,7 @@ caf::behavior evaluator_actor(caf::event_based_actor* self, context_ptr ctx, int
         // The backend reports child failures in the evaluation; anything thrown here is our own
         // fault (a broken run directory, say) and must fail this request, not the device session.
         try {
+          std::lock_guard<std::mutex> device(device_mutex(device_id));
           return st->backend->run(req);
         } catch (const std::exception& ex) {
           evaluation e;

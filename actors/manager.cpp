@@ -343,6 +343,9 @@ caf::behavior manager_actor(caf::event_based_actor* self, context_ptr ctx, caf::
               st->analysis[pid] = j;
               st->analyzing.erase(pid);
               st->device_s += pa.device_s;
+              // The parent's baseline profile is its profile: the final-profile step reuses it.
+              if (j.contains("profile") && j["profile"].is_object() && !st->profiles.count(pid))
+                st->profiles[pid] = j["profile"].dump();
               st->db->set_state("analysis:" + pid, j.dump());
               emit("analysis", {{"parent_id", pid}, {"source", j.value("source", "none")},
                                 {"directions", j.contains("bottlenecks") ? j["bottlenecks"].size() : 0},

@@ -12,6 +12,8 @@
 #include <filesystem>
 #include <memory>
 
+#include <mutex>
+
 #include "actors/actors.hpp"
 #include "platform/gpu/pinning.hpp"
 #include "platform/profiling/profile_runner.hpp"
@@ -84,6 +86,9 @@ caf::behavior profiler_actor(caf::event_based_actor* self, context_ptr ctx, int 
         }
         kernel_profile_outcome o;
         try {
+          // One device, one measurement at a time: a profile never overlaps a benchmark or a
+          // verification on the same GPU (SPEC §14 B.92).
+          std::lock_guard<std::mutex> device(device_mutex(device_id));
           o = profile_kernel(make_request(*ctx, device_id, p, *st));
         } catch (const std::exception& e) {
           // profile_kernel reports tool failures itself; this is a bad request (e.g. a negative device id).
