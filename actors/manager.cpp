@@ -472,6 +472,17 @@ caf::behavior manager_actor(caf::event_based_actor* self, context_ptr ctx, caf::
                          p.code_hash.value_or("")};
   };
 
+  // What the strategy sees of a finished candidate: every verified, measured kernel, and a verified
+  // duplicate too (beam search drops it by hash; for greedy it is "no improvement", SPEC §2.4). A
+  // kernel past divergence_threshold never becomes a beam parent; greedy still counts it as a
+  // round without improvement. --resume replays exactly this rule.
+  const bool greedy = st->strategy->name() == "greedy";
+  auto feeds_strategy = [=](const store::program_record& p) {
+    if (p.id == "initial" || !p.time_ms) return false;
+    if (p.status == store::program_status::verified) return greedy || !st->diverged.count(p.id);
+    return p.status == store::program_status::failed && p.failure_cause.value_or("") == store::failure_cause::duplicate;
+  };
+
   *on_result = [=](const candidate_result& res) {
     auto it = st->inflight.find(res.candidate_id);
     if (it == st->inflight.end()) return;  // already recorded (its worker went down first)
@@ -516,6 +527,7 @@ caf::behavior manager_actor(caf::event_based_actor* self, context_ptr ctx, caf::
       u.status = store::program_status::failed;
       u.failure_cause = cause.empty() ? "unknown" : cause;
       u.error = error;
+      if (cause == store::failure_cause::duplicate && is_measured(res.time_ms)) u.time_ms = res.time_ms;
     }
     nlohmann::json prof = res.profile_json.empty() ? nlohmann::json(nullptr)
                                                    : nlohmann::json::parse(res.profile_json, nullptr, false);
@@ -582,19 +594,17 @@ caf::behavior manager_actor(caf::event_based_actor* self, context_ptr ctx, caf::
                               {"new_best", new_best}, {"device_s", res.device_s}, {"llm_s", res.llm_s},
                               {"diverged", diverged}});
     if (st->finished) return;
+    auto rec = st->db->get_program(res.candidate_id);
+    const bool feed = rec && feeds_strategy(*rec);
     if (st->async) {
-      if (ok && !diverged) {
-        auto rec = st->db->get_program(res.candidate_id);
+      if (feed) {
         st->strategy->update_with_results({to_entry(*rec)}, spec.round);
         st->db->set_state("strategy_state", st->strategy->save_state().dump());
       }
       st->round = std::max(st->round, spec.round);
       return (*refill)();
     }
-    if (ok && !diverged) {
-      auto rec = st->db->get_program(res.candidate_id);
-      st->round_results.push_back(to_entry(*rec));
-    }
+    if (feed) st->round_results.push_back(to_entry(*rec));
     bool round_done = st->queue.empty();
     for (const auto& [id, c] : st->inflight)
       if (c.spec.round == st->round) round_done = false;
@@ -730,9 +740,7 @@ caf::behavior manager_actor(caf::event_based_actor* self, context_ptr ctx, caf::
       if (p.status == store::program_status::pending) pending.push_back(p);
     }
     // Replay the strategy: every completed, verified, non-diverged result in commit order.
-    auto eligible = [&](const store::program_record& p) {
-      return p.id != "initial" && p.status == store::program_status::verified && !st->diverged.count(p.id);
-    };
+    auto eligible = [&](const store::program_record& p) { return feeds_strategy(p); };
     if (st->async) {
       for (const auto& p : all)
         if (eligible(p)) st->strategy->update_with_results({to_entry(p)}, p.round);
@@ -799,7 +807,8 @@ caf::behavior manager_actor(caf::event_based_actor* self, context_ptr ctx, caf::
                            {"schedule", st->async ? "async" : "rounds"}, {"num_workers", st->slots},
                            {"resume", ctx->resume}});
         for (const auto& n : ctx->notes) emit("note", {{"what", n}});
-        st->db->set_states({{store::state_key::status, "running"}, {"kernel_dir", ctx->kernel_dir}});
+        st->db->set_states({{store::state_key::status, "running"}, {"kernel_dir", ctx->kernel_dir},
+                            {"strategy_name", ctx->cfg.name}});
         if (ctx->resume) {
           st->resumed = true;
           return resume();

@@ -81,6 +81,7 @@ resume_target read_resume_target(const std::string& run_dir) {
     throw user_error("--resume " + run_dir + ": program.db does not name the kernel directory (expected run_state "
                      "'kernel_dir'); the run was killed before it started");
   t.kernel_dir = *kd;
+  t.strategy_name = db.get_state("strategy_name").value_or("");
   return t;
 }
 

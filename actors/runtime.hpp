@@ -33,6 +33,7 @@ void check_kernel_dir(const std::string& dir);
 struct resume_target {
   std::string config_path;
   std::string kernel_dir;
+  std::string strategy_name;  ///< the name the run was started with ("" when unknown)
 };
 resume_target read_resume_target(const std::string& run_dir);
 

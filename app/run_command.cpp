@@ -95,6 +95,7 @@ int run_main(const run_options& o) {
     auto target = read_resume_target(o.resume);
     run_request req;
     req.cfg = load_config_file(target.config_path);
+    if (!target.strategy_name.empty()) req.cfg.name = target.strategy_name;
     apply_overrides(req.cfg, o);
     req.kernel_dir = o.kernel_dir.empty() ? target.kernel_dir : o.kernel_dir;
     req.resume_dir = o.resume;

@@ -6,10 +6,12 @@
 #include <cctype>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 
@@ -198,6 +200,13 @@ int replay_provider::served(const std::string& purpose) const {
 }
 
 llm_response replay_provider::complete(const llm_request& req, const text_callback& on_text) {
+  // KAGENT_REPLAY_DELAY_S: answer like a slow endpoint (tests that must interrupt a run while an LLM
+  // call is in flight; demos). Read per call, never changed by us.
+  if (const char* d = std::getenv("KAGENT_REPLAY_DELAY_S"); d && *d) {
+    char* end = nullptr;
+    const double s = std::strtod(d, &end);
+    if (end != d && s > 0 && s < 3600) std::this_thread::sleep_for(std::chrono::duration<double>(s));
+  }
   std::string purpose = safe_purpose(req.purpose);
   auto count = [&] {
     std::lock_guard lk(m_);
