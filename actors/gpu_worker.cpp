@@ -64,6 +64,16 @@ public:
   virtual evaluation run(const evaluate& req) = 0;
 };
 
+// Everything a device child writes stays in the run directory (issue 7 "no leaks"): its TMPDIR and
+// Triton's cache go under workers/gpu<N>/, and no __pycache__ is written into the kernel directory.
+void keep_in_run_dir(env_map& env, const run_context& ctx, int device_id) {
+  const auto dir = fs::path(ctx.run_path) / "workers" / fmt::format("gpu{}", device_id);
+  fs::create_directories(dir / "tmp");
+  env["TMPDIR"] = (dir / "tmp").string();
+  env["PYTHONDONTWRITEBYTECODE"] = "1";
+  if (!env.count("TRITON_CACHE_DIR")) env["TRITON_CACHE_DIR"] = (dir / "triton_cache").string();
+}
+
 // SPEC §12.3 noop: verification always passes, the benchmark answers 1.0 ms, references unmeasured.
 class noop_backend final : public device_backend {
 public:
@@ -89,6 +99,7 @@ public:
     o.env = ctx.vendor.empty() ? ctx.child_env : pin_environment(ctx.child_env, ctx.vendor, device_id);
     const bool cpu = ctx.cfg.platform.verifier == "cpu";
     if (cpu) o.env["TRITON_INTERPRET"] = "1";
+    keep_in_run_dir(o.env, ctx, device_id);
     o.log_dir = (fs::path(ctx.run_path) / "workers" / fmt::format("gpu{}", device_id)).string();
     fs::create_directories(o.log_dir);
     device_ = cpu ? "cpu" : "cuda";
@@ -213,6 +224,7 @@ public:
     env_ = ctx.vendor.empty() ? ctx.child_env : pin_environment(ctx.child_env, ctx.vendor, device_id);
     cpu_ = ctx.cfg.platform.verifier == "cpu";
     if (cpu_) env_["TRITON_INTERPRET"] = "1";
+    keep_in_run_dir(env_, ctx, device_id);
   }
 
   evaluation run(const evaluate& req) override {

@@ -160,6 +160,7 @@ public:
     env_map env = req_.env;
     for (const auto& [k, v] : overrides) env[k] = v;
     env["TMPDIR"] = (dir_ / "tmp").string();
+    env["PYTHONDONTWRITEBYTECODE"] = "1";  // no __pycache__ beside the problem, outside the run directory
     return env;
   }
 

@@ -107,8 +107,12 @@ TEST_P(ProfilerFault, RunCompletesWithAVerifiedBestAndTheRightMode) {
   scratch s;
   write_replay(s);
   const auto cfg = config_for(s, c.vendor);
+  // A private copy of the kernel directory and a private TMPDIR: after the run both must hold
+  // exactly what they held before (no __pycache__, no temporary file outside the run directory).
+  for (const char* f : {"input.py", "problem.py", "test.py"}) s.write(std::string("kdir/") + f, slurp(kMatvec + "/" + f));
+  fs::create_directories(s.dir / "tmp");
   const auto fake_log = (s.dir / "fake.log").string();
-  kagent::env_map env{{"PATH", "/usr/bin:/bin"}, {"KAGENT_INJECT_FAULT", ""}};
+  kagent::env_map env{{"PATH", "/usr/bin:/bin"}, {"KAGENT_INJECT_FAULT", ""}, {"TMPDIR", (s.dir / "tmp").string()}};
   if (c.vendor == "rocm") {
     env["FAKE_ROCPROF_FIXTURES"] = kFixtures + (c.env.count("FAKE_ROCPROF_ARCH") ? "/rocm_gfx90a_matvec" : "/rocm_mi300x_matvec");
     env["FAKE_ROCPROF_RUN_PROGRAM"] = "0";
@@ -121,7 +125,8 @@ TEST_P(ProfilerFault, RunCompletesWithAVerifiedBestAndTheRightMode) {
     if (!c.where.empty()) env["FAKE_NCU_FAULT_ONLY_IN"] = c.where;
   }
   for (const auto& [k, v] : c.env) env[k] = v;
-  auto r = run({"--strategy", cfg, "--kernel-dir", kMatvec, "--run-dir", (s.dir / "runs").string()}, env, "", 400);
+  auto r = run({"--strategy", cfg, "--kernel-dir", (s.dir / "kdir").string(), "--run-dir", (s.dir / "runs").string()},
+               env, "", 400);
   ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
   auto dirs = run_dirs(s.dir / "runs");
   ASSERT_EQ(dirs.size(), 1u);
@@ -181,6 +186,11 @@ TEST_P(ProfilerFault, RunCompletesWithAVerifiedBestAndTheRightMode) {
         second_round_profiled = true;
     EXPECT_TRUE(second_round_profiled);
   }
+  // Nothing was left outside the run directory.
+  std::vector<std::string> strays;
+  for (const auto& e : fs::recursive_directory_iterator(s.dir / "kdir")) strays.push_back(e.path().string());
+  for (const auto& e : fs::recursive_directory_iterator(s.dir / "tmp")) strays.push_back(e.path().string());
+  EXPECT_EQ(strays.size(), 3u) << "expected only input.py, problem.py and test.py; first extra: " << strays.back();
   // No process started by the run is still alive.
   auto left = processes_mentioning(s.dir.string());
   EXPECT_TRUE(left.empty()) << left.front();
