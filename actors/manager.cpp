@@ -144,11 +144,20 @@ caf::behavior manager_actor(caf::event_based_actor* self, context_ptr ctx, caf::
   };
 
   // ---- the end ---------------------------------------------------------------------------------
+  // The answer is always the fastest verified, measured kernel of the whole run (program.db), not
+  // whatever the strategy happens to hold.
+  auto fastest_verified = [=]() -> std::optional<program_entry> {
+    auto top = st->db->top_k_verified(1);
+    if (top.empty()) return st->strategy->best();
+    const auto& p = top.front();
+    return program_entry{p.id, p.parent_id.value_or(""), p.code, p.time_ms.value_or(-1), p.round, p.code_hash.value_or("")};
+  };
+
   auto finish_now = [=](bool success, const std::string& error) {
     if (st->finished) return;
     st->finished = true;
     store::run_directory rd = store::run_directory::open_existing(run_path);
-    auto best = st->strategy->best();
+    auto best = fastest_verified();
     nlohmann::json s;
     s["success"] = success && best && best->time_ms >= 0;
     if (!error.empty()) s["error"] = error;
@@ -239,7 +248,7 @@ caf::behavior manager_actor(caf::event_based_actor* self, context_ptr ctx, caf::
   // happens even if that SOL profile failed; a ROCm device in synthetic mode never profiles again.
   auto finish = [=](bool success, const std::string& error) {
     if (st->finished) return;
-    auto best = st->strategy->best();
+    auto best = fastest_verified();
     const std::string pp = ctx->cfg.platform.profiler;
     const bool wants = success && best && best->id != "initial" && (pp == "nvidia" || pp == "rocm") &&
                        !st->profiles.count(best->id) && st->inflight.empty();
@@ -472,15 +481,18 @@ caf::behavior manager_actor(caf::event_based_actor* self, context_ptr ctx, caf::
                          p.code_hash.value_or("")};
   };
 
-  // What the strategy sees of a finished candidate: every verified, measured kernel, and a verified
-  // duplicate too (beam search drops it by hash; for greedy it is "no improvement", SPEC §2.4). A
+  // What the strategy sees of a finished candidate: every verified, measured kernel, and for greedy a
+  // verified duplicate too (for greedy it is a round without improvement, SPEC §2.4). A
   // kernel past divergence_threshold never becomes a beam parent; greedy still counts it as a
   // round without improvement. --resume replays exactly this rule.
   const bool greedy = st->strategy->name() == "greedy";
   auto feeds_strategy = [=](const store::program_record& p) {
     if (p.id == "initial" || !p.time_ms) return false;
     if (p.status == store::program_status::verified) return greedy || !st->diverged.count(p.id);
-    return p.status == store::program_status::failed && p.failure_cause.value_or("") == store::failure_cause::duplicate;
+    // A duplicate only matters to greedy; beam search would let a luckier timing of the same code
+    // displace the verified original.
+    return greedy && p.status == store::program_status::failed &&
+           p.failure_cause.value_or("") == store::failure_cause::duplicate;
   };
 
   *on_result = [=](const candidate_result& res) {
