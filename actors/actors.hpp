@@ -5,6 +5,8 @@
 
 #include <mutex>
 
+#include <nlohmann/json.hpp>
+
 #include "actors/context.hpp"
 #include "messages/messages.hpp"
 
@@ -47,6 +49,11 @@ caf::behavior reporter_actor(caf::event_based_actor* self, context_ptr ctx);
 /// so that a profile never runs while the same GPU is timing a kernel (SPEC §14 B.91-B.92). Detached
 /// actors block on it; a holder that dies releases it (a scoped lock, not a lease to expire).
 std::mutex& device_mutex(int device_id);
+
+/// A successful profile as the run stores and shares it: {"metrics", "roofline" (or null),
+/// "kernel_name", "platform", "label"}. Candidates' SOL profiles, parents' baselines and the final
+/// profile of the best kernel all take this shape.
+nlohmann::json profile_to_json(const profile_result& pr);
 
 /// Turns an exception escaping a handler into a down reason that names it.
 void install_exception_handler(caf::scheduled_actor* self, const char* who);

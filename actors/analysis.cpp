@@ -116,11 +116,7 @@ caf::behavior parent_analysis_actor(caf::event_based_actor* self, context_ptr ct
                   st->out.device_s += pr.wall_s;
                   st->profile_platform = pr.platform;
                   if (pr.available && pr.ok) {
-                    st->profile = {{"metrics", nlohmann::json::parse(pr.metrics_json.empty() ? "{}" : pr.metrics_json, nullptr, false)},
-                                   {"roofline", pr.roofline_json.empty() ? nlohmann::json(nullptr)
-                                                                         : nlohmann::json::parse(pr.roofline_json, nullptr, false)},
-                                   {"kernel_name", pr.kernel_name},
-                                   {"platform", pr.platform}};
+                    st->profile = profile_to_json(pr);
                     return ask_llm();
                   }
                   if (pr.available) {

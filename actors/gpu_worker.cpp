@@ -589,10 +589,7 @@ caf::behavior candidate_actor(caf::event_based_actor* self, context_ptr ctx, can
                                 [=](const profile_result& pr) {
                                   st->result.device_s += pr.wall_s;
                                   if (pr.available && pr.ok) {
-                                    nlohmann::json prof{{"metrics", nlohmann::json::parse(pr.metrics_json.empty() ? "{}" : pr.metrics_json, nullptr, false)},
-                                                        {"roofline", pr.roofline_json.empty() ? nlohmann::json(nullptr) : nlohmann::json::parse(pr.roofline_json, nullptr, false)},
-                                                        {"kernel_name", pr.kernel_name},
-                                                        {"platform", pr.platform}};
+                                    nlohmann::json prof = profile_to_json(pr);
                                     st->result.profile_json = prof.dump();
                                     write("sol_profile.json", prof.dump(2));
                                     const auto& rl = prof["roofline"];

@@ -274,12 +274,7 @@ caf::behavior manager_actor(caf::event_based_actor* self, context_ptr ctx, caf::
             [=](const profile_result& pr) {
               st->device_s += pr.wall_s;
               if (pr.available && pr.ok) {
-                nlohmann::json prof{{"metrics", nlohmann::json::parse(pr.metrics_json.empty() ? "{}" : pr.metrics_json, nullptr, false)},
-                                    {"roofline", pr.roofline_json.empty() ? nlohmann::json(nullptr)
-                                                                          : nlohmann::json::parse(pr.roofline_json, nullptr, false)},
-                                    {"kernel_name", pr.kernel_name},
-                                    {"platform", pr.platform},
-                                    {"label", "final"}};
+                nlohmann::json prof = profile_to_json(pr);
                 st->profiles[id] = prof.dump();
                 st->db->set_state("profile:" + id, prof.dump());
               }

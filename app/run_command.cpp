@@ -88,39 +88,33 @@ int list_strategies() {
 
 } // namespace
 
+/// One strategy, to the end: the run's verdict as the exit code, its error on stderr.
+static int run_one(run_config cfg, std::string kernel_dir, const run_options& o) {
+  run_request req;
+  req.cfg = std::move(cfg);
+  apply_overrides(req.cfg, o);
+  req.kernel_dir = std::move(kernel_dir);
+  req.run_dir_base = o.run_dir;
+  req.resume_dir = o.resume;
+  req.llm_record_dir = o.llm_record;
+  req.verbose = o.verbose;
+  auto out = run_optimization(req);
+  if (out.exit_code != 0) std::cerr << "kagent-actors: run failed: " << out.error << "\n";
+  return out.exit_code;
+}
+
 int run_main(const run_options& o) {
   if (o.list_strategies) return list_strategies();
   if (!o.resume.empty() && o.strategy != "all") {
     // The run's own config and kernel directory; flags given now (e.g. --max-rounds) still apply.
     auto target = read_resume_target(o.resume);
-    run_request req;
-    req.cfg = load_config_file(target.config_path);
-    if (!target.strategy_name.empty()) req.cfg.name = target.strategy_name;
-    apply_overrides(req.cfg, o);
-    req.kernel_dir = o.kernel_dir.empty() ? target.kernel_dir : o.kernel_dir;
-    req.resume_dir = o.resume;
-    req.llm_record_dir = o.llm_record;
-    req.verbose = o.verbose;
-    auto out = run_optimization(req);
-    if (out.exit_code != 0) std::cerr << "kagent-actors: run failed: " << out.error << "\n";
-    return out.exit_code;
+    auto cfg = load_config_file(target.config_path);
+    if (!target.strategy_name.empty()) cfg.name = target.strategy_name;
+    return run_one(std::move(cfg), o.kernel_dir.empty() ? target.kernel_dir : o.kernel_dir, o);
   }
   check_kernel_dir(o.kernel_dir);
   const auto dirs = config_search_dirs();
-
-  if (o.strategy != "all") {
-    run_request req;
-    req.cfg = load_strategy(o.strategy, dirs);
-    apply_overrides(req.cfg, o);
-    req.kernel_dir = o.kernel_dir;
-    req.run_dir_base = o.run_dir;
-    req.resume_dir = o.resume;
-    req.llm_record_dir = o.llm_record;
-    req.verbose = o.verbose;
-    auto out = run_optimization(req);
-    if (out.exit_code != 0) std::cerr << "kagent-actors: run failed: " << out.error << "\n";
-    return out.exit_code;
-  }
+  if (o.strategy != "all") return run_one(load_strategy(o.strategy, dirs), o.kernel_dir, o);
 
   if (!o.resume.empty()) throw user_error("--resume cannot be combined with --strategy all");
   struct row {

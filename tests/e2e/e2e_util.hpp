@@ -1,5 +1,6 @@
 #pragma once
 // Helpers for tests that run the kagent-actors binary in a scratch directory.
+#include <dirent.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -72,6 +73,24 @@ inline std::vector<nlohmann::json> events(const fs::path& run) {
   std::ifstream f(run / "events.jsonl");
   std::string line;
   while (std::getline(f, line)) out.push_back(nlohmann::json::parse(line));
+  return out;
+}
+
+/// Processes whose command line mentions `needle` (a test's scratch directory is in every child's argv).
+inline std::vector<std::string> processes_mentioning(const std::string& needle) {
+  std::vector<std::string> out;
+  DIR* d = ::opendir("/proc");
+  if (!d) return out;
+  while (auto* e = ::readdir(d)) {
+    std::string pid = e->d_name;
+    if (pid.empty() || pid.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream f("/proc/" + pid + "/cmdline");
+    std::string cmd((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    for (auto& c : cmd)
+      if (c == '\0') c = ' ';
+    if (cmd.find(needle) != std::string::npos) out.push_back(pid + ": " + cmd);
+  }
+  ::closedir(d);
   return out;
 }
 

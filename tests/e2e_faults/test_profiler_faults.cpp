@@ -73,23 +73,6 @@ std::string config_for(const scratch& s, const std::string& vendor) {
   return s.write("cfg/faulty.yaml", y);
 }
 
-/// Processes whose command line mentions `needle` (our scratch directory is in every child's argv).
-std::vector<std::string> processes_mentioning(const std::string& needle) {
-  std::vector<std::string> out;
-  DIR* d = ::opendir("/proc");
-  if (!d) return out;
-  while (auto* e = ::readdir(d)) {
-    std::string pid = e->d_name;
-    if (pid.empty() || pid.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::ifstream f("/proc/" + pid + "/cmdline");
-    std::string cmd((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-    for (auto& c : cmd)
-      if (c == '\0') c = ' ';
-    if (cmd.find(needle) != std::string::npos) out.push_back(pid + ": " + cmd);
-  }
-  ::closedir(d);
-  return out;
-}
 
 std::vector<nlohmann::json> jsonl(const fs::path& p) {
   std::vector<nlohmann::json> out;

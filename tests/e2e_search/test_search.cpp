@@ -154,22 +154,6 @@ bool has(const std::vector<nlohmann::json>& ev, const std::string& type, const s
   return false;
 }
 
-std::vector<std::string> processes_mentioning(const std::string& needle) {
-  std::vector<std::string> out;
-  DIR* d = ::opendir("/proc");
-  if (!d) return out;
-  while (auto* e = ::readdir(d)) {
-    std::string pid = e->d_name;
-    if (pid.empty() || pid.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::ifstream f("/proc/" + pid + "/cmdline");
-    std::string cmd((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-    for (auto& c : cmd)
-      if (c == '\0') c = ' ';
-    if (cmd.find(needle) != std::string::npos) out.push_back(pid + ": " + cmd);
-  }
-  ::closedir(d);
-  return out;
-}
 
 /// Waits (bounded) until no process mentions `needle`; returns what is left.
 std::vector<std::string> leftovers(const std::string& needle) {
