@@ -223,3 +223,46 @@ std::string case_name(const ::testing::TestParamInfo<fault_case>& i) { return i.
 
 INSTANTIATE_TEST_SUITE_P(Rocm, ProfilerFault, ::testing::ValuesIn(rocm_cases()), case_name);
 INSTANTIATE_TEST_SUITE_P(Nvidia, ProfilerFault, ::testing::ValuesIn(nvidia_cases()), case_name);
+
+// Two devices: the starting kernel's baseline profile fails on device 0 (the least-loaded worker
+// gets it), so device 0 turns synthetic, while device 1 keeps profiling with rocprofv3 until it
+// fails itself (it never does here).
+TEST(ProfilerFaultTwoDevices, OnlyTheFailingDeviceTurnsSyntheticTheOtherKeepsProfiling) {
+  scratch s;
+  const std::string y = "strategy: beam_search\nnum_workers: 2\nmax_rounds: 2\ngpu_ids: [0, 1]\n"
+                        "strategy_config:\n  num_top_kernels: 2\n  num_bottlenecks: 2\n"
+                        "platform:\n  default: cpu\n  profiler: rocm\n  roofline_analyzer: rocm\n"
+                        "gpu_name: AMD Instinct MI300X\ntarget_platform: rocm\n"
+                        "benchmark_warmup: 2\nbenchmark_repeat: 5\nprofile_budget_s: 8\n"
+                        "platform_kwargs:\n  rocprof_bin_path: " + kFakes + "/rocprofv3\n"
+                        "llm:\n  provider: replay\n  replay_dir: " + kMatvec + "/replay\n";
+  const auto cfg = s.write("cfg/two.yaml", y);
+  kagent::env_map env{{"PATH", "/usr/bin:/bin"}, {"KAGENT_INJECT_FAULT", ""},
+                      {"FAKE_ROCPROF_FIXTURES", kFixtures + "/rocm_mi300x_matvec"}, {"FAKE_ROCPROF_RUN_PROGRAM", "0"},
+                      {"FAKE_ROCPROF_FAULT_STATS", "exit_nonzero"}, {"FAKE_ROCPROF_FAULT_ONLY_IN", "baseline_initial"}};
+  auto r = run({"--strategy", cfg, "--kernel-dir", kMatvec, "--run-dir", (s.dir / "runs").string()}, env, "", 400);
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
+  const auto run_dir = run_dirs(s.dir / "runs").at(0);
+  auto summary = nlohmann::json::parse(slurp(run_dir / "summary.json"));
+  ASSERT_TRUE(summary["success"].get<bool>()) << summary.dump(2);
+  ASSERT_EQ(summary["synthetic_devices"].size(), 1u) << summary.dump(2);
+  EXPECT_EQ(summary["synthetic_devices"][0]["gpu_id"], 0);
+  // Which device ran each candidate, and which candidates ran rocprofv3 for their SOL profile (the
+  // final profile of the best kernel may run on device 1 for a kernel found on device 0: only the
+  // SOL profiles, made where the candidate ran, say which device profiled).
+  auto db = program_db::open(run_dir / "program.db", program_db::mode::read_only);
+  int profiled_on_1 = 0, profiled_on_0 = 0;
+  for (const auto& p : db.list_programs()) {
+    if (p.id == "initial" || !fs::exists(run_dir / "candidates" / p.id)) continue;
+    bool profiled = false;
+    for (const auto& e : fs::directory_iterator(run_dir / "candidates" / p.id))
+      if (e.path().filename().string().ends_with("_sol") && fs::exists(e.path() / "invocations.jsonl"))
+        profiled = true;
+    if (profiled && p.gpu_id.value_or(-1) == 1) ++profiled_on_1;
+    if (profiled && p.gpu_id.value_or(-1) == 0) ++profiled_on_0;
+  }
+  EXPECT_EQ(profiled_on_0, 0) << "device 0 is synthetic: no rocprofv3 call after its baseline failed";
+  EXPECT_GE(profiled_on_1, 1) << "device 1 keeps profiling";
+  auto left = processes_mentioning(s.dir.string());
+  EXPECT_TRUE(left.empty()) << left.front();
+}
