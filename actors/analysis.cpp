@@ -41,13 +41,9 @@ caf::behavior parent_analysis_actor(caf::event_based_actor* self, context_ptr ct
     st->rp.deliver(st->out);
     self->quit();
   };
-  auto synthetic = [=](const std::string& reason) {
-    nlohmann::json arr = nlohmann::json::array();
-    arr.push_back(to_json(synthetic_bottleneck(ctx->cfg.bottleneck_override, reason)));
-    reply(arr, "synthetic");
-  };
-
-  auto ask_llm = [=]() {
+  // `lead`: directions already decided (the synthetic diagnosis), placed first; the LLM is asked
+  // for the rest of the strategy's fan-out.
+  auto ask_llm = [=](nlohmann::json lead) {
     bottleneck_prompt_input in;
     in.kernel_code = st->req.code;
     in.platform = st->profile_platform.empty() ? ctx->cfg.platform.profiler : st->profile_platform;
@@ -56,7 +52,7 @@ caf::behavior parent_analysis_actor(caf::event_based_actor* self, context_ptr ct
       in.metrics = st->profile.value("metrics", nlohmann::json(nullptr));
       in.roofline = st->profile.value("roofline", nlohmann::json(nullptr));
     }
-    in.num_bottlenecks = std::max(1, st->req.num_bottlenecks);
+    in.num_bottlenecks = std::max(1, st->req.num_bottlenecks - static_cast<int>(lead.size()));
     const auto text = render_bottleneck_prompt(in, ctx->cfg.templates, ctx->install_root);
     write("bottleneck_prompt.txt", text);
     complete c;
@@ -71,22 +67,35 @@ caf::behavior parent_analysis_actor(caf::event_based_actor* self, context_ptr ct
         .then(
             [=](const completion& r) {
               st->out.llm_s += r.latency_s;
+              const std::string base = lead.empty() ? "" : "synthetic";
               if (!r.ok) {
                 write("bottleneck_error.txt", r.error_kind + ": " + r.error);
-                return reply(nlohmann::json::array(), "none");
+                return reply(lead, lead.empty() ? "none" : base);
               }
               write("bottleneck_response.txt", r.text);
-              nlohmann::json arr = nlohmann::json::array();
+              nlohmann::json arr = lead;
               for (auto& b : parse_bottleneck_reply(r.text)) {
                 if (!ctx->cfg.bottleneck_override.empty()) b.category = ctx->cfg.bottleneck_override;
                 arr.push_back(to_json(b));
               }
-              reply(arr, arr.empty() ? "none" : "llm");
+              if (lead.empty()) return reply(arr, arr.empty() ? "none" : "llm");
+              reply(arr, arr.size() > lead.size() ? "synthetic+llm" : "synthetic");
             },
             [=](caf::error& err) {
               write("bottleneck_error.txt", to_string(err));
-              reply(nlohmann::json::array(), "none");
+              reply(lead, lead.empty() ? "none" : "synthetic");
             });
+  };
+
+  // ROCm without a profile (SPEC §7.4): direction 1 is the synthetic diagnosis, built by the one
+  // helper; when the strategy fans out wider, the LLM proposes the other directions from the code
+  // alone, so that sibling candidates do not all repeat the same rewrite.
+  auto synthetic = [=](const std::string& reason) {
+    nlohmann::json lead = nlohmann::json::array();
+    lead.push_back(to_json(synthetic_bottleneck(ctx->cfg.bottleneck_override, reason)));
+    if (st->req.num_bottlenecks <= 1) return reply(lead, "synthetic");
+    st->profile = nullptr;
+    ask_llm(lead);
   };
 
   return {
@@ -100,7 +109,7 @@ caf::behavior parent_analysis_actor(caf::event_based_actor* self, context_ptr ct
           if (j.is_object()) {
             st->profile = j;
             st->profile_platform = j.value("platform", "");
-            ask_llm();
+            ask_llm(nlohmann::json::array());
             return st->rp;
           }
         }
@@ -117,7 +126,7 @@ caf::behavior parent_analysis_actor(caf::event_based_actor* self, context_ptr ct
                   st->profile_platform = pr.platform;
                   if (pr.available && pr.ok) {
                     st->profile = profile_to_json(pr);
-                    return ask_llm();
+                    return ask_llm(nlohmann::json::array());
                   }
                   if (pr.available) {
                     st->out.profile_failed = !pr.error.starts_with("synthetic mode");
@@ -130,11 +139,11 @@ caf::behavior parent_analysis_actor(caf::event_based_actor* self, context_ptr ct
                   }
                   // No profiler on this platform (cpu, noop), or NVIDIA's profile failed: the LLM
                   // still proposes directions, from the code alone.
-                  ask_llm();
+                  ask_llm(nlohmann::json::array());
                 },
                 [=](caf::error& err) {
                   write("profile_error.txt", to_string(err));
-                  ask_llm();
+                  ask_llm(nlohmann::json::array());
                 });
         return st->rp;
       },
