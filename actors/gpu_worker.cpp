@@ -7,10 +7,8 @@
 #include <mutex>
 
 #include "actors/actors.hpp"
-#include "platform/gpu/pinning.hpp"
+#include "platform/device/device_backend.hpp"
 #include "platform/llm/extract.hpp"
-#include "platform/process/evaluator_client.hpp"
-#include "platform/process/runner.hpp"
 #include "platform/analysis/bottleneck.hpp"
 #include "platform/analysis/reflexion.hpp"
 #include "platform/prompt/prompt.hpp"
@@ -54,248 +52,45 @@ bool fault_requested(const run_context& ctx, const std::string& what, const std:
 }
 
 // ---------------------------------------------------------------------------------------------
-// evaluator: device work, serialised by the actor's mailbox (one request at a time per device)
+// evaluator: device work through platform/device, serialised by the actor's mailbox and the device lock
 
 namespace {
 
-class device_backend {
-public:
-  virtual ~device_backend() = default;
-  virtual evaluation run(const evaluate& req) = 0;
-};
-
-// Everything a device child writes stays in the run directory (issue 7 "no leaks"): its TMPDIR and
-// Triton's cache go under workers/gpu<N>/, and no __pycache__ is written into the kernel directory.
-void keep_in_run_dir(env_map& env, const run_context& ctx, int device_id) {
-  const auto dir = fs::path(ctx.run_path) / "workers" / fmt::format("gpu{}", device_id);
-  fs::create_directories(dir / "tmp");
-  env["TMPDIR"] = (dir / "tmp").string();
-  env["PYTHONDONTWRITEBYTECODE"] = "1";
-  if (!env.count("TRITON_CACHE_DIR")) env["TRITON_CACHE_DIR"] = (dir / "triton_cache").string();
+device_settings settings_for(const run_context& ctx, int device_id) {
+  device_settings s;
+  s.python = ctx.python;
+  s.install_root = ctx.install_root;
+  s.problem_path = ctx.problem_path;
+  s.run_path = ctx.run_path;
+  s.vendor = ctx.vendor;
+  s.child_env = ctx.child_env;
+  s.verifier = ctx.cfg.platform.verifier;
+  s.isolation = ctx.cfg.isolation;
+  s.test_timeout_s = ctx.test_timeout_s;
+  s.benchmark_timeout_s = ctx.cfg.benchmark_timeout_s;
+  s.benchmark_warmup = static_cast<int>(ctx.cfg.benchmark_warmup);
+  s.benchmark_repeat = static_cast<int>(ctx.cfg.benchmark_repeat);
+  s.device_id = device_id;
+  return s;
 }
 
-// SPEC §12.3 noop: verification always passes, the benchmark answers 1.0 ms, references unmeasured.
-class noop_backend final : public device_backend {
-public:
-  evaluation run(const evaluate& req) override {
-    evaluation e;
-    e.candidate_id = req.candidate_id;
-    e.verified = true;
-    if (req.mode != "verify") {
-      e.benchmarked = true;
-      e.time_ms = 1.0;
-    }
-    e.code_hash = store::sha256_hex(req.code);
-    return e;
-  }
-};
-
-class harness_backend final : public device_backend {
-public:
-  harness_backend(const run_context& ctx, int device_id) : ctx_(ctx) {
-    evaluator_options o;
-    o.python = ctx.python;
-    o.script = ctx.install_root + "/harness/evaluator.py";
-    o.env = ctx.vendor.empty() ? ctx.child_env : pin_environment(ctx.child_env, ctx.vendor, device_id);
-    const bool cpu = ctx.cfg.platform.verifier == "cpu";
-    if (cpu) o.env["TRITON_INTERPRET"] = "1";
-    keep_in_run_dir(o.env, ctx, device_id);
-    o.log_dir = (fs::path(ctx.run_path) / "workers" / fmt::format("gpu{}", device_id)).string();
-    fs::create_directories(o.log_dir);
-    device_ = cpu ? "cpu" : "cuda";
-    client_ = std::make_unique<evaluator_client>(std::move(o));
-  }
-
-  evaluation run(const evaluate& req) override {
-    evaluation e;
-    e.candidate_id = req.candidate_id;
-    const auto t0 = std::chrono::steady_clock::now();
-    if (!loaded_ && !load(e)) return finish(e, t0);
-    const auto verify_timeout = std::chrono::milliseconds(static_cast<long>(ctx_.test_timeout_s * 1000));
-    const auto bench_timeout = std::chrono::milliseconds(static_cast<long>(ctx_.cfg.benchmark_timeout_s * 1000));
-    nlohmann::json base{{"code", req.code}, {"workdir", req.work_dir}};
-    if (req.mode == "verify" || req.mode == "initial") {
-      auto r = client_->request(merged(base, {{"op", "verify"}}), verify_timeout);
-      take_output(e, r);
-      if (!r.ok() || !r.body["result"].value("passed", false)) {
-        e.error = r.failure == evaluator_failure::none && r.body.contains("result") && r.body["result"].is_object() &&
-                          r.body["result"].contains("error") && r.body["result"]["error"].is_string()
-                      ? r.body["result"]["error"].get<std::string>()
-                      : r.error();
-        e.failure_cause = cause_of(r, "verification");
-        if (e.error.rfind("Disallowed PyTorch usage", 0) == 0) e.failure_cause = "banned";
-        return finish(e, t0);
-      }
-      e.verified = true;
-    }
-    if (req.mode == "benchmark" || req.mode == "initial") {
-      nlohmann::json targets = req.mode == "initial" ? nlohmann::json{"candidate", "eager", "compile"}
-                                                     : nlohmann::json{"candidate"};
-      auto r = client_->request(merged(base, {{"op", "benchmark"},
-                                              {"targets", targets},
-                                              {"warmup", static_cast<int>(ctx_.cfg.benchmark_warmup)},
-                                              {"repeat", static_cast<int>(ctx_.cfg.benchmark_repeat)}}),
-                                bench_timeout);
-      take_output(e, r);
-      if (!r.ok()) {
-        e.error = r.error();
-        e.failure_cause = cause_of(r, "benchmark");
-        return finish(e, t0);
-      }
-      const auto& res = r.body["result"];
-      auto median = [&](const char* k) {
-        if (res.contains(k) && res[k].is_object() && res[k].contains("median_ms") && res[k]["median_ms"].is_number())
-          return res[k]["median_ms"].get<double>();
-        return not_measured;
-      };
-      e.time_ms = median("candidate");
-      e.eager_ms = median("eager");
-      e.compile_ms = median("compile");
-      if (res.contains("candidate") && res["candidate"].is_object()) {
-        const auto& c = res["candidate"];
-        // Spread: interquartile range relative to the median, as the harness reports it.
-        if (c.contains("iqr_rel") && c["iqr_rel"].is_number()) e.time_spread_pct = c["iqr_rel"].get<double>() * 100.0;
-      }
-      e.benchmarked = is_measured(e.time_ms);
-      if (!e.benchmarked) {
-        e.error = "benchmark returned no candidate time";
-        e.failure_cause = "benchmark";
-        return finish(e, t0);
-      }
-      auto h = client_->request(merged(base, {{"op", "hash"}}), bench_timeout);
-      if (h.ok() && h.body["result"].contains("hash")) e.code_hash = h.body["result"]["hash"].get<std::string>();
-    }
-    if (e.code_hash.empty()) e.code_hash = store::sha256_hex(req.code);
-    return finish(e, t0);
-  }
-
-private:
-  static nlohmann::json merged(nlohmann::json a, const nlohmann::json& b) {
-    a.update(b);
-    return a;
-  }
-  static std::string cause_of(const evaluator_reply& r, const char* otherwise) {
-    switch (r.failure) {
-      case evaluator_failure::timeout: return "timeout";
-      case evaluator_failure::crashed:
-      case evaluator_failure::poisoned: return "crash";
-      case evaluator_failure::protocol_error:
-      case evaluator_failure::spawn_failed: return "harness";
-      case evaluator_failure::none: break;
-    }
-    return otherwise;
-  }
-  static void take_output(evaluation& e, const evaluator_reply& r) {
-    if (r.body.is_object()) {
-      if (r.body.contains("stdout") && r.body["stdout"].is_string()) e.stdout_tail = r.body["stdout"];
-      if (r.body.contains("stderr") && r.body["stderr"].is_string()) e.stderr_tail = r.body["stderr"];
-    }
-    if (e.stderr_tail.empty()) e.stderr_tail = r.stderr_tail;
-  }
-  static evaluation& finish(evaluation& e, std::chrono::steady_clock::time_point t0) {
-    e.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    return e;
-  }
-  bool load(evaluation& e) {
-    nlohmann::json req{{"op", "load_problem"}, {"problem", ctx_.problem_path}, {"device", device_}};
-    if (device_ == "cpu") req["size"] = "small";
-    auto r = client_->request(req, std::chrono::milliseconds(static_cast<long>(ctx_.cfg.benchmark_timeout_s * 1000)));
-    if (!r.ok()) {
-      e.error = "could not load the problem on the device: " + r.error();
-      e.failure_cause = "harness";
-      e.stderr_tail = r.stderr_tail;
-      return false;
-    }
-    loaded_ = true;
-    return true;
-  }
-
-  const run_context& ctx_;
-  std::string device_;
-  std::unique_ptr<evaluator_client> client_;
-  bool loaded_ = false;
-};
-
-// isolation: process — every request is a fresh `harness/run_once.py` under the process runner, for
-// users who prefer a clean interpreter per candidate to the warm server's speed.
-class process_backend final : public device_backend {
-public:
-  process_backend(const run_context& ctx, int device_id) : ctx_(ctx) {
-    env_ = ctx.vendor.empty() ? ctx.child_env : pin_environment(ctx.child_env, ctx.vendor, device_id);
-    cpu_ = ctx.cfg.platform.verifier == "cpu";
-    if (cpu_) env_["TRITON_INTERPRET"] = "1";
-    keep_in_run_dir(env_, ctx, device_id);
-  }
-
-  evaluation run(const evaluate& req) override {
-    evaluation e;
-    e.candidate_id = req.candidate_id;
-    const auto dir = fs::path(req.work_dir.empty() ? ctx_.run_path : req.work_dir);
-    fs::create_directories(dir);
-    const auto kernel = dir / fmt::format("kernel_{}.py", req.mode == "initial" ? "initial" : "candidate");
-    store::write_file_atomic(kernel, req.code);
-    const auto out = dir / fmt::format("run_once_{}.json", req.mode);
-    fs::remove(out);
-    process_spec p;
-    p.argv = {ctx_.python, ctx_.install_root + "/harness/run_once.py", "--problem", ctx_.problem_path,
-              "--kernel", kernel.string(), "--device", cpu_ ? "cpu" : "cuda",
-              "--warmup", std::to_string(static_cast<int>(ctx_.cfg.benchmark_warmup)),
-              "--repeat", std::to_string(static_cast<int>(ctx_.cfg.benchmark_repeat)), "--json", out.string()};
-    double timeout_s = ctx_.test_timeout_s;
-    if (req.mode == "verify") {
-      p.argv.insert(p.argv.end(), {"--mode", "verify"});
-    } else if (req.mode == "benchmark") {
-      p.argv.insert(p.argv.end(), {"--mode", "benchmark", "--targets", "candidate"});
-      timeout_s = ctx_.cfg.benchmark_timeout_s;
-    } else {
-      p.argv.insert(p.argv.end(), {"--mode", "both", "--targets", "candidate,eager,compile"});
-      timeout_s += ctx_.cfg.benchmark_timeout_s;
-    }
-    p.env = env_;
-    p.cwd = dir.string();
-    p.timeout = std::chrono::milliseconds(static_cast<long>(timeout_s * 1000));
-    const auto r = run_process(p);
-    e.wall_s = r.wall_s;
-    e.stdout_tail = tail_text(r.out, 4000);
-    e.stderr_tail = tail_text(r.err, 4000);
-    nlohmann::json j = nlohmann::json::parse(fs::exists(out) ? store::read_text_file(out) : std::string{"null"},
-                                             nullptr, false);
-    if (r.timed_out || r.term_signal != 0 || !j.is_object()) {
-      e.failure_cause = r.timed_out ? "timeout" : (r.term_signal != 0 ? "crash" : "harness");
-      e.error = fmt::format("run_once.py ({}) {}", req.mode, r.describe());
-      return e;
-    }
-    const auto& res = j.contains("result") && j["result"].is_object() ? j["result"] : nlohmann::json::object();
-    if (!j.value("ok", false)) {
-      e.error = j.value("error", std::string{"run_once.py reported a failure"});
-      e.failure_cause = j.value("poisoned", false) ? "crash" : (req.mode == "benchmark" ? "benchmark" : "verification");
-      if (e.error.rfind("Disallowed PyTorch usage", 0) == 0) e.failure_cause = "banned";
-      return e;
-    }
-    e.verified = true;  // run_once verifies before it benchmarks ("both"), and a benchmark follows a verify
-    if (res.contains("benchmark")) {
-      auto median = [&](const char* k) {
-        const auto& b = res["benchmark"];
-        if (b.contains(k) && b[k].is_object() && b[k].contains("median_ms") && b[k]["median_ms"].is_number())
-          return b[k]["median_ms"].get<double>();
-        return not_measured;
-      };
-      e.time_ms = median("candidate");
-      e.eager_ms = median("eager");
-      e.compile_ms = median("compile");
-      e.benchmarked = is_measured(e.time_ms);
-    }
-    if (res.contains("hash") && res["hash"].is_object() && res["hash"].contains("hash"))
-      e.code_hash = res["hash"]["hash"].get<std::string>();
-    if (e.code_hash.empty()) e.code_hash = store::sha256_hex(req.code);
-    return e;
-  }
-
-private:
-  const run_context& ctx_;
-  env_map env_;
-  bool cpu_ = false;
-};
+evaluation to_message(const device_result& r) {
+  evaluation e;
+  e.candidate_id = r.candidate_id;
+  e.verified = r.verified;
+  e.benchmarked = r.benchmarked;
+  e.time_ms = r.time_ms >= 0 ? r.time_ms : not_measured;
+  e.time_spread_pct = r.time_spread_pct;
+  e.eager_ms = r.eager_ms >= 0 ? r.eager_ms : not_measured;
+  e.compile_ms = r.compile_ms >= 0 ? r.compile_ms : not_measured;
+  e.error = r.error;
+  e.failure_cause = r.failure_cause;
+  e.code_hash = r.code_hash;
+  e.stdout_tail = r.stdout_tail;
+  e.stderr_tail = r.stderr_tail;
+  e.wall_s = r.wall_s;
+  return e;
+}
 
 struct evaluator_state {
   std::unique_ptr<device_backend> backend;
@@ -306,19 +101,14 @@ struct evaluator_state {
 caf::behavior evaluator_actor(caf::event_based_actor* self, context_ptr ctx, int device_id) {
   install_exception_handler(self, "evaluator");
   auto st = std::make_shared<evaluator_state>();
-  if (ctx->cfg.platform.verifier == "noop")
-    st->backend = std::make_unique<noop_backend>();
-  else if (ctx->cfg.isolation == "process")
-    st->backend = std::make_unique<process_backend>(*ctx, device_id);
-  else
-    st->backend = std::make_unique<harness_backend>(*ctx, device_id);
+  st->backend = make_device_backend(settings_for(*ctx, device_id));
   return {
       [=](const evaluate& req) -> evaluation {
         // The backend reports child failures in the evaluation; anything thrown here is our own
         // fault (a broken run directory, say) and must fail this request, not the device session.
         try {
           std::lock_guard<std::mutex> device(device_mutex(device_id));
-          return st->backend->run(req);
+          return to_message(st->backend->run({req.candidate_id, req.code, req.mode, req.work_dir}));
         } catch (const std::exception& ex) {
           evaluation e;
           e.candidate_id = req.candidate_id;

@@ -1,0 +1,69 @@
+#pragma once
+// Device work of one GPU (or of the CPU platform): verify, benchmark and hash one kernel through the
+// Python harness. Blocking, synchronous code; the evaluator actor owns one backend per device and
+// serialises its requests (actors/gpu_worker.cpp). Three backends (SPEC §12.3, docs/harness.md):
+//   noop     verification passes, the benchmark answers 1.0 ms, references unmeasured (dry runs)
+//   warm     one harness/evaluator.py server per device, pinned through its environment (default)
+//   process  a fresh harness/run_once.py per request (isolation: process)
+#include <memory>
+#include <string>
+
+#include "platform/common/env.hpp"
+
+namespace kagent {
+
+/// Everything a backend needs to know about its run and device.
+struct device_settings {
+  std::string python;          ///< harness interpreter
+  std::string install_root;    ///< where harness/ is
+  std::string problem_path;    ///< the kernel directory's problem.py
+  std::string run_path;        ///< the run directory (children's TMPDIR, Triton cache, logs go under it)
+  std::string vendor;          ///< "nvidia", "rocm" or "" (cpu, noop): decides the pin
+  env_map child_env;           ///< the scrubbed environment, pinned here per device
+  std::string verifier = "nvidia";  ///< the platform's verifier component: noop, cpu, nvidia, rocm
+  std::string isolation = "warm";   ///< warm or process
+  double test_timeout_s = 30;
+  double benchmark_timeout_s = 300;
+  int benchmark_warmup = 25;   ///< harness iterations
+  int benchmark_repeat = 100;
+  int device_id = 0;
+};
+
+/// mode: "verify", "benchmark" (candidate only) or "initial" (verify, then candidate, eager and
+/// torch.compile timings).
+struct device_request {
+  std::string candidate_id;
+  std::string code;
+  std::string mode;
+  std::string work_dir;        ///< the candidate's directory; the child runs there
+};
+
+/// Times < 0 are "not measured".
+struct device_result {
+  std::string candidate_id;
+  bool verified = false;
+  bool benchmarked = false;
+  double time_ms = -1;
+  double time_spread_pct = 0;  ///< interquartile range / median, in %
+  double eager_ms = -1;
+  double compile_ms = -1;
+  std::string error;           ///< what failed, for the record and for the next prompt
+  std::string failure_cause;   ///< verification, benchmark, timeout, crash, banned, harness
+  std::string code_hash;
+  std::string stdout_tail;
+  std::string stderr_tail;
+  double wall_s = 0;
+};
+
+class device_backend {
+public:
+  virtual ~device_backend() = default;
+  /// Child failures (crash, hang, wrong result) come back in the result; an exception means our own
+  /// fault (e.g. an unwritable run directory).
+  virtual device_result run(const device_request& req) = 0;
+};
+
+/// The backend for `s`: noop when s.verifier is "noop", else process or warm by s.isolation.
+std::unique_ptr<device_backend> make_device_backend(const device_settings& s);
+
+} // namespace kagent

@@ -1,0 +1,110 @@
+// The device backends on the cpu platform (Triton's interpreter, the examples' small shapes): the
+// warm evaluator server and the process-per-request backend verify, time and hash real kernels, and
+// report wrong, broken and hanging kernels as failures of that request only.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "platform/common/env.hpp"
+#include "platform/device/device_backend.hpp"
+
+namespace fs = std::filesystem;
+using namespace kagent;
+
+namespace {
+
+std::string slurp(const fs::path& p) {
+  std::ifstream f(p);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+const fs::path kMatvec = fs::path(KAGENT_SOURCE_DIR) / "examples/optimize_01_matvec";
+
+struct scratch {
+  fs::path dir = fs::temp_directory_path() / ("kagent_device_" + std::to_string(::getpid()) + "_" +
+                                              std::to_string(reinterpret_cast<std::uintptr_t>(this)));
+  scratch() { fs::create_directories(dir); }
+  ~scratch() { fs::remove_all(dir); }
+};
+
+device_settings cpu_settings(const scratch& s, const std::string& isolation) {
+  device_settings d;
+  d.python = KAGENT_PYTHON;
+  d.install_root = KAGENT_SOURCE_DIR;
+  d.problem_path = (kMatvec / "problem.py").string();
+  d.run_path = s.dir.string();
+  d.child_env = current_environment();
+  d.verifier = "cpu";
+  d.isolation = isolation;
+  d.test_timeout_s = 120;
+  d.benchmark_timeout_s = 120;
+  d.benchmark_warmup = 1;
+  d.benchmark_repeat = 3;
+  return d;
+}
+
+std::string wrong_kernel() {
+  // Writes half of y only: the poisoned rest must fail verification.
+  std::string code = slurp(kMatvec / "input.py");
+  const std::string from = "grid = (triton.cdiv(M, BLOCK_M),)";
+  code.replace(code.find(from), from.size(), "grid = (triton.cdiv(M, BLOCK_M) // 2,)");
+  return code;
+}
+
+class DeviceBackendCpu : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(DeviceBackendCpu, VerifiesTimesAndHashesAndIsolatesFailures) {
+  scratch s;
+  auto backend = make_device_backend(cpu_settings(s, GetParam()));
+  const auto good = slurp(kMatvec / "input.py");
+  const auto work = (s.dir / "c0").string();
+  fs::create_directories(work);
+
+  auto init = backend->run({"initial", good, "initial", work});
+  ASSERT_TRUE(init.verified) << init.error << "\n" << init.stderr_tail;
+  EXPECT_TRUE(init.benchmarked);
+  EXPECT_GT(init.time_ms, 0);
+  EXPECT_GT(init.eager_ms, 0);
+  EXPECT_FALSE(init.code_hash.empty());
+
+  auto bad = backend->run({"c1", wrong_kernel(), "verify", work});
+  EXPECT_FALSE(bad.verified);
+  EXPECT_EQ(bad.failure_cause, "verification") << bad.error;
+  EXPECT_FALSE(bad.error.empty());
+
+  auto broken = backend->run({"c2", "def kernel_function(:\n", "verify", work});
+  EXPECT_FALSE(broken.verified);
+  EXPECT_NE(broken.error.find("SyntaxError"), std::string::npos) << broken.error;
+
+  // The device session survives its failed requests: the good kernel still verifies and times.
+  auto again = backend->run({"c3", good, "verify", work});
+  EXPECT_TRUE(again.verified) << again.error;
+  auto timed = backend->run({"c3", good, "benchmark", work});
+  EXPECT_TRUE(timed.benchmarked) << timed.error;
+  EXPECT_EQ(timed.code_hash, init.code_hash);  // the same code hashes alike (dedup)
+  // Nothing of the children outside the run directory: their TMPDIR is under workers/gpu0/.
+  EXPECT_TRUE(fs::is_directory(s.dir / "workers/gpu0/tmp"));
+}
+
+INSTANTIATE_TEST_SUITE_P(Isolation, DeviceBackendCpu, ::testing::Values("warm", "process"));
+
+TEST(DeviceBackendNoop, PassesAndAnswersOneMillisecond) {
+  scratch s;
+  auto d = cpu_settings(s, "warm");
+  d.verifier = "noop";
+  auto backend = make_device_backend(d);
+  auto r = backend->run({"c0", "anything", "benchmark", s.dir.string()});
+  EXPECT_TRUE(r.verified);
+  EXPECT_TRUE(r.benchmarked);
+  EXPECT_DOUBLE_EQ(r.time_ms, 1.0);
+  EXPECT_LT(r.eager_ms, 0);  // references are not measured
+  EXPECT_EQ(r.code_hash.size(), 64u);
+  auto v = backend->run({"c0", "anything", "verify", s.dir.string()});
+  EXPECT_FALSE(v.benchmarked);
+}
+
+}  // namespace
