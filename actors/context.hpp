@@ -16,6 +16,8 @@ struct run_context {
   std::string problem_path;
   std::string test_path;
   std::string input_code;
+  std::string problem_code;             ///< problem.py and test.py, read once at start-up for the prompts
+  std::string test_code;
   std::string run_path;                 ///< the run directory
   std::string install_root;             ///< configs/, templates/, harness/
   std::string python;                   ///< harness interpreter

@@ -139,24 +139,16 @@ struct candidate_state {
   nlohmann::json reflexions = nlohmann::json::array();
   nlohmann::json failed_drafts = nlohmann::json::array();  ///< refinement history
   nlohmann::json attempt;        ///< SPEC §2.7 attempt dict under construction
-  std::string last_error;
 };
 
-std::string read_or_empty(const std::string& path) {
-  try {
-    return store::read_text_file(path);
-  } catch (...) {
-    return "";
-  }
-}
-
-nlohmann::json first_cause(const nlohmann::json& b, const char* key) {
-  if (!b.is_object() || !b.contains("root_causes") || !b["root_causes"].is_array() || b["root_causes"].empty())
-    return nullptr;
-  const auto& rc = b["root_causes"][0];
-  if (std::string(key) == "cause") return rc.value("cause", "");
-  if (rc.contains("fixes") && rc["fixes"].is_array() && !rc["fixes"].empty()) return rc["fixes"][0].value("fix", "");
-  return nullptr;
+/// The attempt's root cause and fix: the direction's first cause and that cause's first fix (SPEC
+/// §1.3 step 4.4), read through the analysis area's own schema; null without a direction.
+std::pair<nlohmann::json, nlohmann::json> cause_and_fix(const nlohmann::json& direction) {
+  if (!direction.is_object()) return {nullptr, nullptr};
+  const auto b = bottleneck_from_json(direction);
+  if (b.root_causes.empty()) return {nullptr, nullptr};
+  const auto& rc = b.root_causes.front();
+  return {rc.cause, rc.fixes.empty() ? nlohmann::json(nullptr) : nlohmann::json(rc.fixes.front().fix)};
 }
 
 } // namespace
@@ -199,11 +191,12 @@ caf::behavior candidate_actor(caf::event_based_actor* self, context_ptr ctx, can
     if (!ctx->cfg.bottleneck_override.empty() && st->primary.is_object()) st->primary["category"] = ctx->cfg.bottleneck_override;
   }
   st->result.bottleneck = st->primary.is_object() ? st->primary.value("category", "") : "";
+  const auto [root_cause, recommended_fix] = cause_and_fix(st->primary);
   st->attempt = {{"round_num", spec.round},
                  {"worker_id", spec.worker_id},
                  {"bottleneck_category", st->result.bottleneck},
-                 {"root_cause", first_cause(st->primary, "cause")},
-                 {"recommended_fix", first_cause(st->primary, "fix")},
+                 {"root_cause", root_cause},
+                 {"recommended_fix", recommended_fix},
                  {"config_changes", nlohmann::json::object()},
                  {"time_before_ms", is_measured(spec.parent_time_ms) ? nlohmann::json(spec.parent_time_ms) : nlohmann::json(nullptr)},
                  {"time_after_ms", nullptr},
@@ -322,15 +315,8 @@ caf::behavior candidate_actor(caf::event_based_actor* self, context_ptr ctx, can
                   refinement_prompt_input in;
                   in.kernel_code = st->code;
                   in.platform = ctx->cfg.target_platform;
-                  in.test_code = read_or_empty(ctx->test_path);
-                  const std::string chosen = e.stderr_tail.find_first_not_of(" \n\t") != std::string::npos
-                                                 ? e.stderr_tail
-                                                 : e.stdout_tail;
-                  in.error_type = (chosen.find("CompilationError") != std::string::npos ||
-                                   chosen.find("SyntaxError") != std::string::npos ||
-                                   e.error.find("SyntaxError") != std::string::npos)
-                                      ? "compilation"
-                                      : "runtime";
+                  in.test_code = ctx->test_code;
+                  // error_type left empty: render_refinement_prompt classifies it (SPEC §3.2).
                   in.stderr_text = tail_text(e.error + (e.stderr_tail.empty() ? "" : "\n" + e.stderr_tail), 2000);
                   in.stdout_text = tail_text(e.stdout_tail, 1000);
                   in.history = st->failed_drafts;
@@ -432,7 +418,7 @@ caf::behavior candidate_actor(caf::event_based_actor* self, context_ptr ctx, can
         in.kernel_code = st->spec.parent_code;
         in.platform = ctx->cfg.target_platform;
         in.gpu_name = ctx->gpu_name;
-        in.problem_code = read_or_empty(ctx->problem_path);
+        in.problem_code = ctx->problem_code;
         in.eager_ms = st->spec.eager_ms;
         in.current_best_ms = st->spec.parent_time_ms;
         const auto prof = profile_of();

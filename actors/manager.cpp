@@ -146,11 +146,14 @@ caf::behavior manager_actor(caf::event_based_actor* self, context_ptr ctx, caf::
   // ---- the end ---------------------------------------------------------------------------------
   // The answer is always the fastest verified, measured kernel of the whole run (program.db), not
   // whatever the strategy happens to hold.
+  auto to_entry = [](const store::program_record& p) {
+    return program_entry{p.id, p.parent_id.value_or(""), p.code, p.time_ms.value_or(-1), p.round,
+                         p.code_hash.value_or("")};
+  };
   auto fastest_verified = [=]() -> std::optional<program_entry> {
     auto top = st->db->top_k_verified(1);
     if (top.empty()) return st->strategy->best();
-    const auto& p = top.front();
-    return program_entry{p.id, p.parent_id.value_or(""), p.code, p.time_ms.value_or(-1), p.round, p.code_hash.value_or("")};
+    return to_entry(top.front());
   };
 
   auto finish_now = [=](bool success, const std::string& error) {
@@ -276,7 +279,7 @@ caf::behavior manager_actor(caf::event_based_actor* self, context_ptr ctx, caf::
               if (pr.available && pr.ok) {
                 nlohmann::json prof = profile_to_json(pr);
                 st->profiles[id] = prof.dump();
-                st->db->set_state("profile:" + id, prof.dump());
+                st->db->set_state(std::string{store::state_key::profile_prefix} + id, prof.dump());
               }
               finish_now(success, error);
             },
@@ -317,7 +320,7 @@ caf::behavior manager_actor(caf::event_based_actor* self, context_ptr ctx, caf::
     rec.model = spec.model;
     rec.bottleneck = fmt::format("direction {}", spec.bottleneck_id);
     st->db->insert_program(rec);
-    st->db->set_states({{"spec:" + spec.id, spec_to_json(spec).dump()},
+    st->db->set_states({{std::string{store::state_key::spec_prefix} + spec.id, spec_to_json(spec).dump()},
                         {store::state_key::next_candidate, std::to_string(st->next_candidate)}});
     st->expanded.insert(combo_key(spec.parent_id, spec.bottleneck_id, spec.model, spec.sample_idx));
     st->queue.push_back(spec);
@@ -350,7 +353,7 @@ caf::behavior manager_actor(caf::event_based_actor* self, context_ptr ctx, caf::
               // The parent's baseline profile is its profile: the final-profile step reuses it.
               if (j.contains("profile") && j["profile"].is_object() && !st->profiles.count(pid))
                 st->profiles[pid] = j["profile"].dump();
-              st->db->set_state("analysis:" + pid, j.dump());
+              st->db->set_state(std::string{store::state_key::analysis_prefix} + pid, j.dump());
               emit("analysis", {{"parent_id", pid}, {"source", j.value("source", "none")},
                                 {"directions", j.contains("bottlenecks") ? j["bottlenecks"].size() : 0},
                                 {"profile_failed", pa.profile_failed}, {"device_s", pa.device_s},
@@ -363,7 +366,7 @@ caf::behavior manager_actor(caf::event_based_actor* self, context_ptr ctx, caf::
                                {"error", to_string(err)}};
               st->analysis[pid] = j;
               st->analyzing.erase(pid);
-              st->db->set_state("analysis:" + pid, j.dump());
+              st->db->set_state(std::string{store::state_key::analysis_prefix} + pid, j.dump());
               emit("error", {{"what", "parent analysis failed"}, {"parent_id", pid}, {"reason", to_string(err)}});
               (*pump)();
             });
@@ -434,8 +437,8 @@ caf::behavior manager_actor(caf::event_based_actor* self, context_ptr ctx, caf::
     st->round_results.clear();
     auto best = st->strategy->best();
     st->db->set_states({{store::state_key::round, std::to_string(st->round)},
-                        {"round_done", std::to_string(st->round)},
-                        {"strategy_state", st->strategy->save_state().dump()}});
+                        {store::state_key::round_done, std::to_string(st->round)},
+                        {store::state_key::strategy_state, st->strategy->save_state().dump()}});
     emit("round_end", {{"round", st->round},
                        {"best_ms", best ? num_or_null(best->time_ms) : nlohmann::json(nullptr)},
                        {"best_program_id", best ? best->id : ""}});
@@ -471,10 +474,6 @@ caf::behavior manager_actor(caf::event_based_actor* self, context_ptr ctx, caf::
     (*pump)();
   };
 
-  auto to_entry = [](const store::program_record& p) {
-    return program_entry{p.id, p.parent_id.value_or(""), p.code, p.time_ms.value_or(-1), p.round,
-                         p.code_hash.value_or("")};
-  };
 
   // What the strategy sees of a finished candidate: every verified, measured kernel, and for greedy a
   // verified duplicate too (for greedy it is a round without improvement, SPEC §2.4). A
@@ -547,11 +546,11 @@ caf::behavior manager_actor(caf::event_based_actor* self, context_ptr ctx, caf::
     st->db->update_program(res.candidate_id, u);
     if (ok && !res.profile_json.empty()) {
       st->profiles[res.candidate_id] = res.profile_json;
-      st->db->set_state("profile:" + res.candidate_id, res.profile_json);
+      st->db->set_state(std::string{store::state_key::profile_prefix} + res.candidate_id, res.profile_json);
     }
     if (diverged) {
       st->diverged.insert(res.candidate_id);
-      st->db->set_state_json("diverged", nlohmann::json(st->diverged));
+      st->db->set_state_json(store::state_key::diverged, nlohmann::json(st->diverged));
       emit("note", {{"what", "diverged"}, {"candidate_id", res.candidate_id},
                     {"time_ms", res.time_ms}, {"parent_time_ms", spec.parent_time_ms},
                     {"divergence_threshold", ctx->cfg.divergence_threshold}});
@@ -606,7 +605,7 @@ caf::behavior manager_actor(caf::event_based_actor* self, context_ptr ctx, caf::
     if (st->async) {
       if (feed) {
         st->strategy->update_with_results({to_entry(*rec)}, spec.round);
-        st->db->set_state("strategy_state", st->strategy->save_state().dump());
+        st->db->set_state(store::state_key::strategy_state, st->strategy->save_state().dump());
       }
       st->round = std::max(st->round, spec.round);
       return (*refill)();
@@ -715,14 +714,14 @@ caf::behavior manager_actor(caf::event_based_actor* self, context_ptr ctx, caf::
     st->initial = init->time_ms.value_or(-1);
     st->strategy->initialize(to_entry(*init));
     for (const auto& [key, value] : st->db->all_state()) {
-      if (key.rfind("analysis:", 0) == 0) {
+      if (key.rfind(store::state_key::analysis_prefix, 0) == 0) {
         auto j = nlohmann::json::parse(value, nullptr, false);
-        if (!j.is_discarded()) st->analysis[key.substr(9)] = j;
-      } else if (key.rfind("profile:", 0) == 0) {
-        st->profiles[key.substr(8)] = value;
+        if (!j.is_discarded()) st->analysis[key.substr(std::string_view{store::state_key::analysis_prefix}.size())] = j;
+      } else if (key.rfind(store::state_key::profile_prefix, 0) == 0) {
+        st->profiles[key.substr(std::string_view{store::state_key::profile_prefix}.size())] = value;
       }
     }
-    if (auto d = st->db->get_state_json("diverged"); d && d->is_array())
+    if (auto d = st->db->get_state_json(store::state_key::diverged); d && d->is_array())
       for (const auto& id : *d) st->diverged.insert(id.get<std::string>());
     if (auto m = st->db->get_state_json(store::state_key::analysis_mode); m && m->is_object())
       for (auto& w : st->workers)
@@ -731,7 +730,7 @@ caf::behavior manager_actor(caf::event_based_actor* self, context_ptr ctx, caf::
           w.synthetic_reason = "synthetic before the resume";
           self->send(w.actor, mode_atom::value, std::string{"synthetic"});
         }
-    const int round_done = std::stoi(st->db->get_state("round_done").value_or("0"));
+    const int round_done = std::stoi(st->db->get_state(store::state_key::round_done).value_or("0"));
     int max_round = 0;
     std::vector<store::program_record> pending;
     std::vector<store::program_record> all = st->db->list_programs();
@@ -739,7 +738,7 @@ caf::behavior manager_actor(caf::event_based_actor* self, context_ptr ctx, caf::
       if (p.id == "initial") continue;
       st->next_candidate = std::max(st->next_candidate, candidate_number(p.id) + 1);
       max_round = std::max(max_round, p.round);
-      if (auto s = st->db->get_state("spec:" + p.id)) {
+      if (auto s = st->db->get_state(std::string{store::state_key::spec_prefix} + p.id)) {
         auto j = nlohmann::json::parse(*s);
         st->expanded.insert(combo_key(j.value("parent_id", ""), j.value("bottleneck_id", 1), j.value("model", ""),
                                       j.value("sample_idx", 0)));
@@ -767,7 +766,7 @@ caf::behavior manager_actor(caf::event_based_actor* self, context_ptr ctx, caf::
     std::map<std::string, program_entry> by_id;
     for (const auto& p : all) by_id[p.id] = to_entry(p);
     for (const auto& p : pending) {
-      auto s = st->db->get_state("spec:" + p.id);
+      auto s = st->db->get_state(std::string{store::state_key::spec_prefix} + p.id);
       if (!s) continue;
       auto j = nlohmann::json::parse(*s);
       candidate_spec spec;
@@ -783,7 +782,7 @@ caf::behavior manager_actor(caf::event_based_actor* self, context_ptr ctx, caf::
       spec.work_dir = (run_path / "candidates" / spec.id).string();
       st->queue.push_back(spec);
     }
-    emit("resume", {{"from_round", st->round}, {"round_done", round_done}, {"pending", pending.size()},
+    emit("resume", {{"from_round", st->round}, {store::state_key::round_done, round_done}, {"pending", pending.size()},
                     {"verified", st->db->count(store::program_status::verified) - 1},
                     {"next_candidate", st->next_candidate}});
     auto best = st->strategy->best();
@@ -808,14 +807,14 @@ caf::behavior manager_actor(caf::event_based_actor* self, context_ptr ctx, caf::
       [=](start_atom) {
         for (size_t k = 0; k < st->workers.size(); ++k) spawn_worker(k);
         emit("run_start", {{"strategy", ctx->cfg.name}, {"search", st->strategy->name()},
-                           {"kernel_dir", ctx->kernel_dir}, {"vendor", ctx->vendor},
+                           {store::state_key::kernel_dir, ctx->kernel_dir}, {"vendor", ctx->vendor},
                            {"devices", ctx->device_ids}, {"gpu_name", ctx->gpu_name},
                            {"platform", ctx->cfg.platform.uniform()}, {"max_rounds", ctx->cfg.max_rounds},
                            {"schedule", st->async ? "async" : "rounds"}, {"num_workers", st->slots},
                            {"resume", ctx->resume}});
         for (const auto& n : ctx->notes) emit("note", {{"what", n}});
-        st->db->set_states({{store::state_key::status, "running"}, {"kernel_dir", ctx->kernel_dir},
-                            {"strategy_name", ctx->cfg.name}});
+        st->db->set_states({{store::state_key::status, "running"}, {store::state_key::kernel_dir, ctx->kernel_dir},
+                            {store::state_key::strategy_name, ctx->cfg.name}});
         if (ctx->resume) {
           st->resumed = true;
           return resume();

@@ -76,12 +76,12 @@ resume_target read_resume_target(const std::string& run_dir) {
   const auto status = db.get_state(store::state_key::status).value_or("");
   if (status == "finished")
     throw user_error("--resume " + run_dir + ": this run finished already (status: finished); nothing to resume");
-  auto kd = db.get_state("kernel_dir");
+  auto kd = db.get_state(store::state_key::kernel_dir);
   if (!kd || kd->empty())
     throw user_error("--resume " + run_dir + ": program.db does not name the kernel directory (expected run_state "
                      "'kernel_dir'); the run was killed before it started");
   t.kernel_dir = *kd;
-  t.strategy_name = db.get_state("strategy_name").value_or("");
+  t.strategy_name = db.get_state(store::state_key::strategy_name).value_or("");
   return t;
 }
 
@@ -98,6 +98,8 @@ run_outcome run_optimization(const run_request& req) {
   ctx->problem_path = (fs::path(ctx->kernel_dir) / "problem.py").string();
   ctx->test_path = (fs::path(ctx->kernel_dir) / "test.py").string();
   ctx->input_code = read_text(fs::path(ctx->kernel_dir) / "input.py");
+  ctx->problem_code = read_text(ctx->problem_path);
+  ctx->test_code = read_text(ctx->test_path);
   ctx->install_root = install_root();
   ctx->python = pick_python(req.cfg, ctx->install_root);
   ctx->verbose = req.verbose;

@@ -741,15 +741,6 @@ std::map<std::string, std::int64_t> program_db::failures_by_cause() {
   return out;
 }
 
-std::int64_t program_db::fail_pending(const std::string& cause, const std::string& error) {
-  statement s(db_, path_,
-              "UPDATE programs SET status = 'failed', failure_cause = ?1, error = ?2, updated_at = ?3 "
-              "WHERE status = 'pending'");
-  s.bind_all(cause, error, iso_utc_now());
-  s.run();
-  return sqlite3_changes(db_);
-}
-
 void program_db::insert_attempt(const attempt_record& a) {
   statement s(db_, path_,
               "INSERT INTO attempts (round_num, worker_id, program_id, bottleneck_category, root_cause, "

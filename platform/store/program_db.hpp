@@ -38,23 +38,27 @@ inline constexpr const char* llm = "llm";
 inline constexpr const char* no_code = "no_code";
 inline constexpr const char* duplicate = "duplicate";
 inline constexpr const char* benchmark = "benchmark";
-inline constexpr const char* interrupted = "interrupted";  ///< pending when the run was killed
 }  // namespace failure_cause
 
 /// run_state keys the runtime uses, so the manager that writes them and the --resume path that
-/// reads them agree. Values are text; the *_json ones hold strict JSON.
+/// reads them agree. Values are text; the *_json ones hold strict JSON. docs/store.md lists them.
 namespace state_key {
 inline constexpr const char* status = "status";              ///< "running", "finished", "failed"
-inline constexpr const char* round = "round";                ///< last round whose results are all stored
-inline constexpr const char* max_rounds = "max_rounds";
-inline constexpr const char* beam = "beam";                  ///< JSON array of program ids (the parents)
-inline constexpr const char* no_improvement = "no_improvement_rounds";
+inline constexpr const char* kernel_dir = "kernel_dir";      ///< what --resume continues
+inline constexpr const char* strategy_name = "strategy_name";
+inline constexpr const char* round = "round";                ///< the round being worked on
+inline constexpr const char* round_done = "round_done";      ///< last round folded into the strategy
+inline constexpr const char* strategy_state = "strategy_state";  ///< the strategy's view (inspection)
 inline constexpr const char* eager_ms = "eager_ms";          ///< JSON number or null (not measured)
 inline constexpr const char* compile_ms = "compile_ms";      ///< JSON number or null
 inline constexpr const char* initial_ms = "initial_ms";      ///< JSON number or null
 inline constexpr const char* analysis_mode = "analysis_mode";  ///< JSON {"<gpu id>": "profiled"|"synthetic"}
-inline constexpr const char* baseline_cache = "baseline_cache";  ///< JSON {"<program id>": {...}|null}
+inline constexpr const char* diverged = "diverged";          ///< JSON array of program ids
 inline constexpr const char* next_candidate = "next_candidate";  ///< counter for candidate ids
+/// Per-program keys: "<prefix><id>".
+inline constexpr const char* analysis_prefix = "analysis:";  ///< a parent's shared analysis (JSON)
+inline constexpr const char* profile_prefix = "profile:";    ///< a kernel's profile (JSON)
+inline constexpr const char* spec_prefix = "spec:";          ///< a candidate's plan (JSON)
 }  // namespace state_key
 
 /// One row of `programs`. A time of std::nullopt is stored as NULL, meaning "not measured";
@@ -229,10 +233,6 @@ public:
   std::int64_t count(const std::string& status);
   /// Failed programs per failure_cause (NULL cause counted as "unknown").
   std::map<std::string, std::int64_t> failures_by_cause();
-  /// On --resume: every program still 'pending' (its pipeline died with the old process) becomes
-  /// 'failed' with `cause` and `error`, in one transaction. Returns how many changed.
-  std::int64_t fail_pending(const std::string& cause, const std::string& error);
-
   // history -----------------------------------------------------------------------------------
   void insert_attempt(const attempt_record& a);
   /// The last `last_n` attempts, oldest first (all when last_n is SIZE_MAX).

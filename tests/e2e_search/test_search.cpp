@@ -70,11 +70,14 @@ outcome run_to_end(const scratch& s, const std::vector<std::string>& args, const
   return read_run(only_run(s.dir / runs));
 }
 
-/// The variant of every program, and how each one ended: "verified", "failed:<cause>".
-std::map<std::string, std::string> verdicts(const outcome& o) {
-  std::map<std::string, std::string> out;
+/// How the candidates ended, per variant: {"rms-v1": ["failed:duplicate", "verified", ...], ...}.
+/// Grouped by variant, not by id: when two candidates of one round produce the same code, whichever
+/// finishes first is the original and the other the duplicate, and that order is the device's, not
+/// the search's.
+std::map<std::string, std::multiset<std::string>> verdicts(const outcome& o) {
+  std::map<std::string, std::multiset<std::string>> out;
   for (const auto& [id, p] : o.programs)
-    out[id] = variant_of(p.code) + " " + (p.status == "verified" ? "verified" : p.status + ":" + p.failure_cause.value_or(""));
+    out[variant_of(p.code)].insert(p.status == "verified" ? "verified" : p.status + ":" + p.failure_cause.value_or(""));
   return out;
 }
 
@@ -317,14 +320,19 @@ TEST_P(Resume, KillNineThenResumeEndsWhereAnUninterruptedRunEnds) {
   ASSERT_TRUE(resumed.summary["success"].get<bool>()) << resumed.summary.dump(2);
   EXPECT_TRUE(resumed.summary["resumed"].get<bool>());
   EXPECT_EQ(resumed.summary["strategy"], "cpu");
-  // The same end: the same best kernel, and every candidate (same ids) ended the same way.
+  // The same end: the same best kernel, the same candidates (ids), and each variant ended the same way.
   EXPECT_EQ(best_variant(resumed), best_variant(reference));
   EXPECT_EQ(resumed.programs.at(resumed.summary["best_program_id"].get<std::string>()).code,
             reference.programs.at(reference.summary["best_program_id"].get<std::string>()).code);
   EXPECT_EQ(verdicts(resumed), verdicts(reference));
+  std::set<std::string> ids_resumed, ids_reference;
+  for (const auto& [id, p] : resumed.programs) ids_resumed.insert(id);
+  for (const auto& [id, p] : reference.programs) ids_reference.insert(id);
+  EXPECT_EQ(ids_resumed, ids_reference);
   EXPECT_EQ(resumed.summary["rounds"], reference.summary["rounds"]);
-  // No candidate lost, none completed twice: exactly one result event per candidate across both
-  // processes.
+  // None completed twice: at most one result event per candidate across both processes (a kill can
+  // land between a result's commit to program.db and its event line, so a finished candidate may have
+  // none; program.db, compared above, is the record of what was lost or not).
   std::map<std::string, int> results;
   bool resume_event = false;
   for (const auto& e : events(run_dir)) {
@@ -334,7 +342,8 @@ TEST_P(Resume, KillNineThenResumeEndsWhereAnUninterruptedRunEnds) {
   EXPECT_TRUE(resume_event);
   for (const auto& [id, p] : resumed.programs)
     if (id != "initial") {
-      EXPECT_EQ(results[id], 1) << id;
+      EXPECT_LE(results[id], 1) << id;
+      EXPECT_NE(p.status, "pending") << id;
     }
   // Nothing of either process is left running.
   auto left = leftovers(s.dir.string());

@@ -685,18 +685,6 @@ TEST_F(program_db_test, MovedFromHandleIsInert) {
 namespace kagent::store {
 namespace {
 
-TEST_F(program_db_test, FailPendingMarksInterruptedCandidates) {
-  auto db = program_db::open(db_path());
-  db.insert_program(make_program("done", 1.0));
-  db.insert_program(make_program("p1", std::nullopt, "pending"));
-  db.insert_program(make_program("p2", std::nullopt, "pending"));
-  EXPECT_EQ(db.fail_pending(failure_cause::interrupted, "run was killed before this candidate finished"), 2);
-  EXPECT_EQ(db.count("pending"), 0);
-  EXPECT_EQ(db.get_program("p1")->failure_cause, "interrupted");
-  EXPECT_EQ(db.get_program("p2")->error, "run was killed before this candidate finished");
-  EXPECT_EQ(db.get_program("done")->status, "verified");
-  EXPECT_EQ(db.fail_pending("interrupted", "x"), 0);
-}
 
 } // namespace
 } // namespace kagent::store
