@@ -7,6 +7,7 @@
 
 #include "platform/common/env.hpp"
 #include "platform/config/config.hpp"
+#include "platform/llm/provider.hpp"
 
 namespace kagent {
 
@@ -28,6 +29,7 @@ struct run_context {
   env_map child_env;                    ///< our environment minus secrets; pinned per worker
   double test_timeout_s = 30;
   std::string llm_record_dir;
+  std::shared_ptr<llm_provider> llm;    ///< the LLM provider (recording wrapper included), built at start-up
   bool resume = false;
   bool verbose = false;
   std::vector<std::string> notes;       ///< start-up decisions worth an event (device choice, gpu_name)

@@ -9,7 +9,6 @@
 #include <nlohmann/json.hpp>
 
 #include "actors/actors.hpp"
-#include "platform/llm/dotenv.hpp"
 #include "platform/llm/provider.hpp"
 #include "platform/llm/replay.hpp"
 #include "platform/llm/retry.hpp"
@@ -41,7 +40,6 @@ struct pending_call {
 
 struct llm_state {
   std::shared_ptr<llm_provider> provider;
-  std::string provider_error;  ///< set when no provider could be built: every call fails with it
   std::unique_ptr<usage_ledger> ledger;
   std::unique_ptr<rate_limiter> limiter;
   retry_config retry;
@@ -60,16 +58,9 @@ caf::behavior llm_client_actor(caf::event_based_actor* self, context_ptr ctx, ca
   st->ledger = std::make_unique<usage_ledger>(lc.prices);
   st->limiter = std::make_unique<rate_limiter>(lc.requests_per_minute, lc.tokens_per_minute, lc.max_concurrency);
   st->retry = retry_config_from(lc);
-  try {
-    auto env = merge_env(current_environment(), load_dotenv(".env"));
-    auto settings = resolve_provider(lc, ctx->cfg.openai_model, env);
-    st->provider = make_provider(settings);
-    if (!ctx->llm_record_dir.empty())
-      st->provider = std::make_shared<recording_provider>(st->provider, ctx->llm_record_dir,
-                                                          std::vector<std::string>{settings.api_key});
-  } catch (const std::exception& e) {
-    st->provider_error = e.what();
-  }
+  // Built and validated by the runtime before the run directory exists (a bad provider setting is a
+  // usage error, exit 2); shared here.
+  st->provider = ctx->llm;
 
   auto account = [=](const pending_call& pc, const completion& c) {
     nlohmann::json j{{"purpose", pc.req.purpose}, {"model", c.model.empty() ? pc.req.model : c.model},
@@ -215,14 +206,16 @@ caf::behavior llm_client_actor(caf::event_based_actor* self, context_ptr ctx, ca
 
   return {
       [=](const complete& c) -> caf::result<completion> {
-        auto rp = self->make_response_promise<completion>();
-        if (!st->provider) {
+        if (!st->provider) {  // a context built without a provider (tests of other actors)
           completion out;
           out.request_id = c.request_id;
           out.error_kind = "unavailable";
-          out.error = st->provider_error;
+          out.error = "no LLM provider configured";
           return out;
         }
+        // The promise only for a queued call: once made, it owns the response, and a value returned
+        // beside it would never reach the caller.
+        auto rp = self->make_response_promise<completion>();
         auto pc = std::make_shared<pending_call>();
         pc->req = c;
         pc->rp = rp;

@@ -506,8 +506,8 @@ caf::behavior manager_actor(caf::event_based_actor* self, context_ptr ctx, caf::
     bool ok = res.ok;
     std::string cause = res.failure_cause, error = res.error;
     if (ok) {
-      auto dup = st->db->find_by_code_hash(res.code_hash);
-      if (dup && dup->id != res.candidate_id && dup->status == store::program_status::verified) {
+      auto dup = st->db->find_by_code_hash(res.code_hash, std::string{store::program_status::verified});
+      if (dup && dup->id != res.candidate_id) {
         ok = false;
         cause = store::failure_cause::duplicate;
         error = "same compiled code as " + dup->id;

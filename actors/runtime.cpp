@@ -13,6 +13,8 @@
 #include "platform/gpu/gpu_name.hpp"
 #include "platform/gpu/selection.hpp"
 #include "platform/gpu/timeouts.hpp"
+#include "platform/llm/dotenv.hpp"
+#include "platform/llm/replay.hpp"
 #include "platform/store/program_db.hpp"
 #include "platform/store/run_directory.hpp"
 #include "platform/store/run_lock.hpp"
@@ -133,6 +135,17 @@ run_outcome run_optimization(const run_request& req) {
                                                ctx->vendor.empty() ? ctx->cfg.platform.verifier : ctx->vendor);
   ctx->child_env = scrub_env(env, ctx->cfg.secret_env_patterns.empty() ? default_secret_patterns()
                                                                        : ctx->cfg.secret_env_patterns);
+
+  // The LLM provider, before anything is created: a missing key, an unknown provider or a malformed
+  // replay set is one line and exit 2, never a run whose every call fails.
+  {
+    auto llm_env = merge_env(env, load_dotenv(".env"));
+    auto settings = resolve_provider(ctx->cfg.llm, ctx->cfg.openai_model, llm_env);
+    ctx->llm = make_provider(settings);
+    if (!ctx->llm_record_dir.empty())
+      ctx->llm = std::make_shared<recording_provider>(ctx->llm, ctx->llm_record_dir,
+                                                      std::vector<std::string>{settings.api_key});
+  }
 
   const std::string hint = sanitize(ctx->cfg.name + "-" + fs::path(ctx->kernel_dir).filename().string());
   auto rd = resuming ? store::run_directory::open_existing(req.resume_dir)

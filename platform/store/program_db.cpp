@@ -711,10 +711,13 @@ std::vector<program_record> program_db::top_k_verified(std::size_t k) {
   return out;
 }
 
-std::optional<program_record> program_db::find_by_code_hash(const std::string& hash) {
+std::optional<program_record> program_db::find_by_code_hash(const std::string& hash,
+                                                           const std::optional<std::string>& status) {
   statement s(db_, path_,
-              fmt::format("SELECT {} FROM programs WHERE code_hash = ?1 ORDER BY seq LIMIT 1", program_columns));
-  s.bind_all(hash);
+              fmt::format("SELECT {} FROM programs WHERE code_hash = ?1 AND (?2 IS NULL OR status = ?2) "
+                          "ORDER BY seq LIMIT 1",
+                          program_columns));
+  s.bind_all(hash, status);
   if (!s.step())
     return std::nullopt;
   return read_program(s);

@@ -228,7 +228,10 @@ public:
   /// The k fastest verified programs with a measured time: by time_ms, ties by insertion order.
   std::vector<program_record> top_k_verified(std::size_t k);
   /// The earliest program (any status) whose code_hash is `hash`, for dedup (SPEC §14 B.88).
-  std::optional<program_record> find_by_code_hash(const std::string& hash);
+  /// With `status`, the earliest program in that status (dedup asks for the verified original: an
+  /// earlier duplicate that was failed must not hide it).
+  std::optional<program_record> find_by_code_hash(const std::string& hash,
+                                                  const std::optional<std::string>& status = std::nullopt);
   std::int64_t count();
   std::int64_t count(const std::string& status);
   /// Failed programs per failure_cause (NULL cause counted as "unknown").

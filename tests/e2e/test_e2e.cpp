@@ -228,3 +228,32 @@ TEST(Llm, AReplyWithoutCodeIsRejectedBeforeDeviceWorkAndTheReasonGoesBack) {
   auto followup = slurp(run_dir / "candidates/r1_c0/2_optimize_followup_prompt.txt");
   EXPECT_NE(followup.find("could not be used"), std::string::npos) << followup;
 }
+
+// A bad LLM set-up is a usage error before anything is created: one line, exit 2, no run directory
+// (it used to start a run whose every LLM call failed, and a malformed replay set hung it).
+TEST(Llm, BadProviderSettingsExit2BeforeTheRunStarts) {
+  scratch s;
+  s.write("replay/optimize_001.md", "<!-- replay\nmatch:\n-->\nx\n");
+  auto cfg = slurp(source("configs/noop.yaml"));
+  cfg.replace(cfg.find("provider: replay"), 16, "provider: replay\n  replay_dir: " + (s.dir / "replay").string());
+  s.write("cfg/badreplay.yaml", cfg);
+  auto r = run({"--strategy", (s.dir / "cfg/badreplay.yaml").string(), "--kernel-dir", matvec, "--run-dir",
+                (s.dir / "runs").string()},
+               no_gpu_tools, "", 60);
+  EXPECT_FALSE(r.timed_out);
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("optimize_001.md line 2"), std::string::npos) << r.err;
+  EXPECT_TRUE(run_dirs(s.dir / "runs").empty());
+
+  auto nokey = slurp(source("configs/noop.yaml"));
+  nokey.replace(nokey.find("provider: replay"), 16, "provider: openai");
+  s.write("cfg/nokey.yaml", nokey);
+  auto env = no_gpu_tools;
+  env["OPENAI_API_KEY"] = "";
+  auto k = run({"--strategy", (s.dir / "cfg/nokey.yaml").string(), "--kernel-dir", matvec, "--run-dir",
+                (s.dir / "runs").string()},
+               env, s.dir.string(), 60);
+  EXPECT_EQ(k.exit_code, 2) << k.err;
+  EXPECT_NE(k.err.find("OPENAI_API_KEY"), std::string::npos) << k.err;
+  EXPECT_TRUE(run_dirs(s.dir / "runs").empty());
+}
