@@ -154,7 +154,8 @@ const std::vector<std::string> k_top_keys{
     "bottleneck_override", "platform", "gpu_ids", "gpu_name", "ncu_bin_path", "benchmark_warmup",
     "benchmark_repeat", "divergence_threshold", "target_platform", "roofline_config", "use_rag", "templates",
     "platform_kwargs", "test_timeout_s", "benchmark_timeout_s", "candidate_timeout_s", "profile_budget_s",
-    "isolation", "max_refine_attempts", "secret_env_patterns", "llm", "python"};
+    "isolation", "max_refine_attempts", "secret_env_patterns", "llm", "python", "user_test",
+    "user_test_timeout_s", "dtype", "rtol", "atol", "sandbox"};
 
 void read_platform(const reader& r, const YAML::Node& root, platform_spec& p) {
   const YAML::Node n = root["platform"];
@@ -280,6 +281,19 @@ run_config from_node(const YAML::Node& root, const std::string& origin) {
   r.get_choice(root, "", "isolation", c.isolation, {"warm", "process"});
   r.get_int(root, "", "max_refine_attempts", c.max_refine_attempts, 0);
   read_string_list(r, root, "", "secret_env_patterns", c.secret_env_patterns);
+  r.get_choice(root, "", "user_test", c.user_test, {"best", "every", "never"});
+  r.get_double(root, "", "user_test_timeout_s", c.user_test_timeout_s, 1);
+  r.get_choice(root, "", "dtype", c.dtype, {"bfloat16", "float16", "float32"});
+  double tol = 0;
+  if (r.get_double(root, "", "rtol", tol, 0)) c.rtol = tol;
+  if (r.get_double(root, "", "atol", tol, 0)) c.atol = tol;
+  if (auto sb = r.section(root, "", "sandbox"); sb) {
+    r.only_keys(sb, "sandbox", {"mode", "memory_mb", "max_processes", "max_file_mb"});
+    r.get_choice(sb, "sandbox", "mode", c.sandbox.mode, {"auto", "bwrap", "off"});
+    r.get_double(sb, "sandbox", "memory_mb", c.sandbox.memory_mb, 0);
+    r.get_int(sb, "sandbox", "max_processes", c.sandbox.max_processes, 1);
+    r.get_double(sb, "sandbox", "max_file_mb", c.sandbox.max_file_mb, 1);
+  }
   r.get_string(root, "", "python", c.python);
   if (auto l = r.section(root, "", "llm"); l) {
     r.only_keys(l, "llm",
@@ -455,6 +469,17 @@ std::string to_yaml(const run_config& c) {
   e << YAML::Key << "max_refine_attempts" << YAML::Value << c.max_refine_attempts;
   if (!c.secret_env_patterns.empty())
     e << YAML::Key << "secret_env_patterns" << YAML::Value << YAML::Flow << c.secret_env_patterns;
+  e << YAML::Key << "user_test" << YAML::Value << c.user_test;
+  e << YAML::Key << "user_test_timeout_s" << YAML::Value << c.user_test_timeout_s;
+  e << YAML::Key << "dtype" << YAML::Value << c.dtype;
+  if (c.rtol) e << YAML::Key << "rtol" << YAML::Value << *c.rtol;
+  if (c.atol) e << YAML::Key << "atol" << YAML::Value << *c.atol;
+  e << YAML::Key << "sandbox" << YAML::Value << YAML::BeginMap;
+  e << YAML::Key << "mode" << YAML::Value << c.sandbox.mode;
+  e << YAML::Key << "memory_mb" << YAML::Value << c.sandbox.memory_mb;
+  e << YAML::Key << "max_processes" << YAML::Value << c.sandbox.max_processes;
+  e << YAML::Key << "max_file_mb" << YAML::Value << c.sandbox.max_file_mb;
+  e << YAML::EndMap;
   e << YAML::Key << "python" << YAML::Value << c.python;
   e << YAML::Key << "llm" << YAML::Value << YAML::BeginMap;
   const auto& l = c.llm;

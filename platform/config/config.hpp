@@ -82,6 +82,14 @@ struct platform_kwargs {
   std::string ncu_bin_path;
 };
 
+/// The sandbox of every candidate and profiler process (docs/sandbox.md).
+struct sandbox_config {
+  std::string mode = "auto";             ///< auto (bwrap when it works, else rlimits), bwrap, off
+  double memory_mb = 0;                  ///< RLIMIT_AS of a CPU-platform candidate; 0: half the host's RAM
+  int max_processes = 512;               ///< RLIMIT_NPROC-like bound (processes inside the sandbox)
+  double max_file_mb = 4096;             ///< RLIMIT_FSIZE
+};
+
 struct run_config {
   std::string name;                      ///< strategy name (file stem)
   std::string source_path;               ///< the YAML file it came from
@@ -110,6 +118,14 @@ struct run_config {
   std::string isolation = "warm";        ///< "warm" (one evaluator per GPU) or "process"
   int max_refine_attempts = 3;
   std::vector<std::string> secret_env_patterns;  ///< empty: default_secret_patterns()
+  /// When the kernel directory's own test.py runs on a candidate: "best" (before it becomes the new
+  /// best), "every" (every verified candidate) or "never".
+  std::string user_test = "best";
+  double user_test_timeout_s = 300;      ///< one test.py run, fresh process
+  std::string dtype = "bfloat16";        ///< the harness's check: bfloat16, float16, float32
+  std::optional<double> rtol;            ///< unset: 1e-2 for 16-bit dtypes, 1e-4 for float32
+  std::optional<double> atol;
+  sandbox_config sandbox;
   llm_config llm;
   std::string python = "python3";        ///< interpreter for the harness
 };
