@@ -8,8 +8,10 @@ server's log; while a request runs they are redirected, at the OS level, into pe
 files whose tails are returned in the reply, so nothing a candidate prints can corrupt the protocol.
 
 Requests (`op`): ping, load_problem, verify, benchmark, hash, shutdown. See docs/harness.md.
-A candidate that corrupts the device context (illegal address, "CUDA error", HIP error) makes the
-server reply with "poisoned": true and exit with status 3; the client restarts it.
+The server is the trusted judge (harness/judge.py): candidate code runs only in single-use worker
+processes it starts in the sandbox, never here. A candidate that corrupts its device context fails
+alone (its worker is discarded); the server replies "poisoned" and exits with status 3 only when
+its own context is hit.
 """
 import argparse
 import collections
@@ -24,6 +26,7 @@ import traceback
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness_core as core  # noqa: E402
+import judge as judge_mod  # noqa: E402
 
 POISONED_EXIT = 3
 
@@ -33,58 +36,41 @@ class BadRequest(Exception):
 
 
 class Server:
+    """The trusted judge behind the protocol: it never imports candidate code (harness/judge.py)."""
+
     def __init__(self, log_dir):
         self.log_dir = log_dir
-        self.problem = None
+        self.judge = judge_mod.Judge(log_dir)
         self.problem_key = None
-        self.candidates = collections.OrderedDict()  # (path, source hash) -> Candidate, LRU
-        self.max_candidates = 4
+        self.hashes = collections.OrderedDict()  # source hash -> code hash, for the hash op
         self.served = 0
 
     # ---- helpers --------------------------------------------------------------------------------
 
     def candidate_source(self, req):
-        """(path, source) of the request's candidate; inline code is written to a unique file
-        (Triton reads kernel source through linecache, which must never see a stale file)."""
         if req.get("path"):
             path = os.path.abspath(req["path"])
             if not os.path.isfile(path):
                 raise BadRequest(f"candidate file not found: {path}")
             with open(path, encoding="utf-8") as f:
-                source = f.read()
-            linecache.checkcache(path)
-            return path, source
+                return f.read()
         if "code" not in req:
             raise BadRequest("request needs 'code' or 'path'")
-        source = req["code"]
-        workdir = os.path.abspath(req.get("workdir") or os.path.join(self.log_dir, "candidates"))
-        os.makedirs(workdir, exist_ok=True)
-        path = os.path.join(workdir, f"kagent_candidate_{core.sha256(source)[:16]}.py")
-        if not os.path.exists(path):
-            with open(path, "w", encoding="utf-8") as f:
-                f.write(source)
-        return path, source
+        if not isinstance(req["code"], str):
+            raise BadRequest("'code' must be a string")
+        return req["code"]
 
-    def candidate(self, req):
-        path, source = self.candidate_source(req)
+    def source(self, req):
+        source = self.candidate_source(req)
         banned = core.ban_check(source)
         if banned:
             raise core.CandidateError(banned)
-        key = (path, core.sha256(source))
-        if key in self.candidates:
-            self.candidates.move_to_end(key)
-            cand = self.candidates[key]
-            return cand, True
-        cand = core.load_candidate(path, source)
-        self.candidates[key] = cand
-        while len(self.candidates) > self.max_candidates:
-            self.candidates.popitem(last=False)
-        return cand, False
+        return source, core.sha256(source)
 
     def need_problem(self):
-        if self.problem is None:
+        if self.judge.problem is None:
             raise BadRequest("no problem loaded: send load_problem first")
-        return self.problem
+        return self.judge.problem
 
     # ---- operations -----------------------------------------------------------------------------
 
@@ -93,9 +79,9 @@ class Server:
         torch = sys.modules.get("torch")
         if torch is not None:
             info["torch"] = torch.__version__
-        if self.problem is not None:
-            info["problem"] = self.problem.path
-            info["device"] = self.problem.device
+        if self.judge.problem is not None:
+            info["problem"] = self.judge.problem.path
+            info["device"] = self.judge.problem.device
         return info
 
     def op_load_problem(self, req):
@@ -113,9 +99,16 @@ class Server:
         # unless the request says otherwise.
         size = req.get("size", "small" if device == "cpu" else None)
         seed = int(req.get("seed", 0))
-        key = (path, device, dtype, size, seed, os.path.getmtime(path))
-        if key == self.problem_key and self.problem is not None:
-            return dict(self.problem.describe(), cached=True)
+        trials = int(req.get("trials", 3))
+        prefix = req.get("sandbox_prefix") or []
+        if not isinstance(prefix, list) or not all(isinstance(a, str) for a in prefix):
+            raise BadRequest("'sandbox_prefix' must be a list of strings")
+        peak = req.get("peak_gbps")
+        timeouts = {"start": float(req.get("start_timeout_s", 300)), "verify": float(req.get("verify_timeout_s", 300)),
+                    "benchmark": float(req.get("benchmark_timeout_s", 300))}
+        key = (path, device, dtype, size, seed, trials, tuple(prefix), peak, os.path.getmtime(path))
+        if key == self.problem_key and self.judge.problem is not None:
+            return dict(self.judge.problem.describe(), cached=True)
         if device == "cpu" and os.environ.get("TRITON_INTERPRET") != "1":
             if "triton" in sys.modules:
                 raise BadRequest("device cpu needs TRITON_INTERPRET=1 in the evaluator's environment "
@@ -125,54 +118,79 @@ class Server:
             os.environ["KAGENT_PROBLEM_SIZE"] = str(size)
         else:
             os.environ.pop("KAGENT_PROBLEM_SIZE", None)
-        self.problem = None
         self.problem_key = None
-        self.candidates.clear()
+        self.hashes.clear()
         core.release()
         torch = core.torch_module()
         if device.startswith("cuda") and not torch.cuda.is_available():
             raise BadRequest(f"device {device} requested but torch sees no GPU "
                              f"(CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES')!r}, "
                              f"HIP_VISIBLE_DEVICES={os.environ.get('HIP_VISIBLE_DEVICES')!r})")
-        self.problem = core.Problem(path, device, dtype, size, seed)
+        desc = self.judge.load(path, device, dtype, size, seed, trials, prefix,
+                               float(peak) if peak else None, int(req.get("samples", 3)), timeouts,
+                               int(req.get("calibrate_repeat", 20)))
         self.problem_key = key
-        return dict(self.problem.describe(), cached=False)
+        return dict(desc, cached=False)
 
     def op_verify(self, req):
-        problem = self.need_problem()
-        cand, cached = self.candidate(req)
-        result = core.verify(problem, cand, req.get("rtol"), req.get("atol"), int(req.get("trials", 1)))
-        result["cached_module"] = cached
+        self.need_problem()
+        source, key = self.source(req)
+        result = self.judge.verify(source, key, req.get("rtol"), req.get("atol"))
+        if result["passed"]:
+            self.remember_hash(key, self.judge.code_hash(source, self.judge.current[2]))
+        else:
+            self.discard()
         return result
 
     def op_benchmark(self, req):
         problem = self.need_problem()
         targets = req.get("targets", ["candidate", "eager"])
-        cand = None
-        if "candidate" in targets:
-            cand, _ = self.candidate(req)
         # A problem's get_benchmark_config() overrides the request (SPEC 4.1 step 1).
         warmup = int(problem.benchmark_config.get("warmup", req.get("warmup", 10)))
         repeat = int(problem.benchmark_config.get("repeat", req.get("repeat", 50)))
-        return core.benchmark(problem, cand, warmup=warmup, repeat=repeat, targets=targets,
-                              flush_bytes=req.get("flush_bytes"), rotate=int(req.get("rotate", 4)),
-                              do_bench=bool(req.get("do_bench", False)))
+        result = {}
+        if "candidate" in targets:
+            source, key = self.source(req)
+            result = self.judge.benchmark(source, key, warmup, repeat, req.get("rtol"), req.get("atol"))
+            if key not in self.hashes:
+                self.remember_hash(key, self.judge.code_hash(source, {}))
+            self.tails = result.pop("_tails", ("", ""))
+        refs = [t for t in targets if t in ("eager", "compile")]
+        if refs:
+            timings = self.judge.reference_timings(refs, warmup, repeat)
+            if "compile_s" in timings:
+                result.setdefault("timings", {})["compile_s"] = timings.pop("compile_s")
+            result.update(timings)
+        result.setdefault("method", "cuda_event" if problem.device.startswith("cuda") else "perf_counter")
+        result.setdefault("warmup", warmup)
+        result.setdefault("repeat", repeat)
+        cand = result.get("candidate", {}).get("median_ms")
+        for ref in ("eager", "compile"):
+            ref_ms = result.get(ref, {}).get("median_ms")
+            if cand and ref_ms:
+                result[f"speedup_vs_{ref}"] = ref_ms / cand
+        return result
 
     def op_hash(self, req):
-        problem = self.need_problem()
-        cand, _ = self.candidate(req)
-        kind, texts = core.compiled_asm(cand.module)
-        if not texts and os.environ.get("TRITON_INTERPRET") != "1":
-            # Nothing compiled yet: one run compiles every kernel the wrapper launches.
-            torch = core.torch_module()
-            with core.working_directory(os.path.dirname(cand.path)), torch.no_grad():
-                try:
-                    core.call_candidate(problem, cand, problem.fresh_inputs())
-                    core.synchronize(problem.device)
-                except BaseException as exc:  # noqa: BLE001
-                    msg, tb = core.describe_exception(exc)
-                    raise core.CandidateError(msg, tb, core.is_poisoning(tb)) from None
-        return core.code_hash(cand)
+        self.need_problem()
+        source, key = self.source(req)
+        if key in self.hashes:
+            return self.hashes[key]
+        result = self.judge.verify(source, key, req.get("rtol"), req.get("atol"))
+        if not result["passed"]:
+            self.discard()
+            raise core.CandidateError(f"the candidate does not verify: {result['error']}")
+        h = self.judge.code_hash(source, self.judge.current[2])
+        self.remember_hash(key, h)
+        return h
+
+    def remember_hash(self, key, h):
+        self.hashes[key] = h
+        while len(self.hashes) > 64:
+            self.hashes.popitem(last=False)
+
+    def discard(self):
+        self.tails = self.judge.finish_current()
 
     # ---- dispatch -------------------------------------------------------------------------------
 
@@ -183,11 +201,13 @@ class Server:
         handler = getattr(self, f"op_{op}", None) if isinstance(op, str) else None
         t0 = time.perf_counter()
         if op == "shutdown":
+            self.judge.shutdown_workers()
             reply.update(ok=True, result={})
             return reply, True
         if handler is None:
             reply.update(kind="bad_request", error=f"unknown op {op!r}")
             return reply, False
+        self.tails = None
         capture = core.Capture(self.log_dir)
         try:
             with capture:
@@ -199,22 +219,33 @@ class Server:
                 reply["ok"] = True
         except BadRequest as exc:
             reply.update(kind="bad_request", error=str(exc))
+        except judge_mod.IntegrityError as exc:
+            self.discard()
+            reply.update(kind="integrity", error=f"integrity: {exc}")
+        except judge_mod.WorkerGone as exc:
+            self.discard()
+            kind = {"timeout": "timeout", "integrity": "integrity", "harness": "harness_error"}.get(exc.kind, "crashed")
+            reply.update(kind=kind, error=str(exc) if kind != "integrity" else f"integrity: {exc}")
         except core.CandidateError as exc:
+            self.discard()
             reply.update(kind="candidate_error", error=str(exc), traceback=exc.traceback_text)
             if exc.poisoned:
-                reply.update(kind="poisoned", poisoned=True)
+                reply.update(kind="candidate_poisoned")
         except BaseException as exc:  # noqa: BLE001 - the server outlives anything a request does
             tb = traceback.format_exc()
+            self.discard()
             reply.update(kind="harness_error", error=f"{type(exc).__name__}: {exc}", traceback=tb[-core.TAIL_CHARS:])
             if core.is_poisoning(tb):
                 reply.update(kind="poisoned", poisoned=True)
-        reply["stdout"] = capture.stdout
-        reply["stderr"] = capture.stderr
-        if not reply["poisoned"] and core.is_poisoning(capture.stderr) and op in ("verify", "benchmark", "hash"):
-            # An asynchronous device fault may only surface in the runtime's own messages.
-            reply.update(ok=False, kind="poisoned", poisoned=True,
-                         error=reply.get("error") or "device error reported on stderr")
+        if self.tails is None and self.judge.current is not None:
+            self.tails = self.judge.current[1].tails()
+        out, err = self.tails if self.tails else (capture.stdout, capture.stderr)
+        if self.tails and (capture.stdout or capture.stderr):
+            out, err = capture.stdout + out, capture.stderr + err
+        reply["stdout"] = out[-core.TAIL_CHARS:]
+        reply["stderr"] = err[-core.TAIL_CHARS:]
         reply["timings"] = {"total_s": time.perf_counter() - t0}
+        self.judge.idle()
         self.served += 1
         return reply, reply["poisoned"]
 

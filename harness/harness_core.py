@@ -405,7 +405,10 @@ def poisoned_allocations(enabled=True):
 # The loaded problem.
 
 class Problem:
-    def __init__(self, path, device, dtype_name, size, seed=0):
+    """problem.py loaded on one device: the Model, its named parameters and, unless `seed` is None,
+    one input set drawn with that seed and (with `reference`) its reference output."""
+
+    def __init__(self, path, device, dtype_name, size, seed=0, reference=True):
         torch = torch_module()
         self.path = os.path.abspath(path)
         self.dir = os.path.dirname(self.path)
@@ -422,7 +425,6 @@ class Problem:
             self.module = import_fresh(self.path, "problem")
         self.timings["import_s"] = time.perf_counter() - t0
 
-        torch.manual_seed(seed)
         t0 = time.perf_counter()
         get_inputs = self.module.get_inputs
         params = inspect.signature(get_inputs).parameters
@@ -432,7 +434,6 @@ class Problem:
         if "dtype" in params:
             kw["dtype"] = self.dtype
         self._input_kw = kw
-        self.inputs = [self._prepare(t) for t in get_inputs(**kw)]
         get_init = getattr(self.module, "get_init_inputs", None)  # optional (SPEC 14 B.105)
         self.init_inputs = list(get_init()) if get_init else []
         model = self.module.Model(*self.init_inputs)
@@ -442,14 +443,29 @@ class Problem:
         self.named = named_params(self.model, self.init_inputs)
         get_config = getattr(self.module, "get_benchmark_config", None)  # optional (SPEC 3.3)
         self.benchmark_config = dict(get_config()) if get_config else {}
+        self.inputs = self.inputs_for_seed(seed) if seed is not None else []
         synchronize(device)
         self.timings["inputs_s"] = time.perf_counter() - t0
 
-        t0 = time.perf_counter()
+        self.expected = None
+        if seed is not None and reference:
+            t0 = time.perf_counter()
+            self.expected = self.reference(self.inputs)
+            synchronize(device)
+            self.timings["reference_s"] = time.perf_counter() - t0
+
+    def inputs_for_seed(self, seed):
+        """get_inputs() drawn with torch's generators seeded with `seed`, on the device, in the dtype.
+        Deterministic for a device type and torch build, so two processes draw the same tensors."""
+        torch = torch_module()
+        torch.manual_seed(seed)
+        return [self._prepare(t) for t in self.module.get_inputs(**self._input_kw)]
+
+    def reference(self, inputs):
+        """The Model's output on copies of `inputs` (an in-place reference must not touch them)."""
+        torch = torch_module()
         with torch.no_grad():
-            self.expected = self.model(*self.fresh_inputs())  # an in-place reference must not touch them
-        synchronize(device)
-        self.timings["reference_s"] = time.perf_counter() - t0
+            return self.model(*[t.clone() if torch.is_tensor(t) else t for t in inputs])
 
     def _prepare(self, t):
         torch = torch_module()
@@ -488,12 +504,8 @@ class Problem:
 
     def trial(self, index):
         """Inputs and reference of extra correctness trial `index`: other random values (seed + index)."""
-        torch = torch_module()
-        torch.manual_seed(self.seed + index)
-        inputs = [self._prepare(t) for t in self.module.get_inputs(**self._input_kw)]
-        with torch.no_grad():
-            expected = self.model(*[t.clone() if torch.is_tensor(t) else t for t in inputs])
-        return inputs, expected
+        inputs = self.inputs_for_seed(self.seed + index)
+        return inputs, self.reference(inputs)
 
     def compiled(self):
         torch = torch_module()

@@ -36,3 +36,8 @@ def write(tmpdir, name, code):
 def candidate(tmpdir, code, name="kernel.py"):
     path = write(tmpdir, name, code)
     return core.load_candidate(path, code)
+
+
+def read(path):
+    with open(path, encoding="utf-8") as f:
+        return f.read()

@@ -1,0 +1,695 @@
+"""The trusted side of candidate evaluation (docs/harness.md, "Threat model").
+
+The judge lives in the evaluator server and never imports candidate code. It owns the problem's
+input sets and reference outputs, a pool of pre-warmed single-use worker processes (harness/worker.py,
+each started inside the sandbox), and receive slots the workers copy their outputs into. Every
+verdict is taken here, from what this process can check itself:
+
+- outputs, compared with references computed here, on several input sets drawn with different seeds,
+  and on a random sample of the *timed* calls (whose inputs change between calls), so a candidate
+  that caches, computes lazily or returns garbage when it believes it is not watched is caught;
+- the wall clock of the timed loop as seen from here, which bounds the times the worker reports;
+- the physics floor: no kernel moves its inputs and outputs faster than the device's peak bandwidth;
+- the evidence the worker reports (Triton launches, aten ops, timers, threads): it can be forged, so
+  it is only ever a reason to reject.
+A worker serves one candidate and is killed afterwards; nothing it patched reaches another one.
+"""
+import base64
+import contextlib
+import ctypes
+import json
+import os
+import random
+import select
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import harness_core as core
+
+HARNESS = os.path.dirname(os.path.abspath(__file__))
+PR_SET_PDEATHSIG = 1
+PR_SET_CHILD_SUBREAPER = 36
+
+
+class IntegrityError(Exception):
+    """A candidate tried to fake its correctness or its time (failure cause `integrity`)."""
+
+
+class WorkerGone(Exception):
+    def __init__(self, message, kind="crash"):
+        super().__init__(message)
+        self.kind = kind
+
+
+def _libc():
+    try:
+        return ctypes.CDLL(None, use_errno=True)
+    except OSError:
+        return None
+
+
+def become_subreaper():
+    """Orphans of our workers (a double-forked daemon) are re-parented to us, so we can end them."""
+    libc = _libc()
+    if libc is not None:
+        libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+
+
+def _child_setup():
+    # Runs in the forked child before exec: die with the judge, whatever the sandbox does.
+    libc = _libc()
+    if libc is not None:
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+
+
+def children_of(pid):
+    """Direct children of `pid`, from /proc."""
+    out = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                stat = f.read().decode(errors="replace")
+            ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        if ppid == pid:
+            out.append(int(entry))
+    return out
+
+
+def descendants(pid):
+    seen, todo = [], [pid]
+    while todo:
+        for c in children_of(todo.pop()):
+            if c not in seen:
+                seen.append(c)
+                todo.append(c)
+    return seen
+
+
+def alive(pid):
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            state = f.read().decode(errors="replace").rsplit(")", 1)[1].split()[0]
+        return state not in ("Z", "X")
+    except (OSError, IndexError):
+        return False
+
+
+class Worker:
+    """One single-use candidate process and its protocol channel."""
+
+    counter = 0
+
+    def __init__(self, judge):
+        Worker.counter += 1
+        self.judge = judge
+        self.name = f"w{os.getpid()}_{Worker.counter}"
+        self.scratch = os.path.join(judge.scratch_root, self.name)
+        os.makedirs(os.path.join(self.scratch, "tmp"), exist_ok=True)
+        self.state = "starting"
+        self.stopped = False
+        self.buf = b""
+        self.info = {}
+        parent, child = socket.socketpair()
+        self.sock = parent
+        env = dict(os.environ)
+        env["TMPDIR"] = os.path.join(self.scratch, "tmp")
+        env["TRITON_CACHE_DIR"] = os.path.join(self.scratch, "triton")
+        env["PYTHONDONTWRITEBYTECODE"] = "1"
+        argv = [a.replace("{scratch}", self.scratch) for a in judge.sandbox_prefix]
+        argv += [sys.executable, "-u", os.path.join(HARNESS, "worker.py"), "--fd", str(child.fileno()),
+                 "--scratch", self.scratch]
+        self.out = open(os.path.join(self.scratch, "candidate.stdout"), "w+b")
+        self.err = open(os.path.join(self.scratch, "candidate.stderr"), "w+b")
+        self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=self.out, stderr=self.err, env=env,
+                                     cwd=self.scratch, pass_fds=(child.fileno(),), start_new_session=True,
+                                     preexec_fn=_child_setup)
+        child.close()
+        self.started = time.monotonic()
+
+    # -- channel ---------------------------------------------------------------------------------
+    def send(self, obj):
+        try:
+            self.sock.sendall((json.dumps(obj) + "\n").encode())
+        except OSError as exc:
+            raise WorkerGone(f"the candidate process is gone ({exc})") from None
+
+    def recv(self, timeout):
+        deadline = time.monotonic() + timeout
+        while b"\n" not in self.buf:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise WorkerGone(f"the candidate process did not answer within {timeout:g} s", "timeout")
+            r, _, _ = select.select([self.sock], [], [], min(left, 1.0))
+            if not r:
+                if self.proc.poll() is not None:
+                    raise WorkerGone(self.ended())
+                continue
+            chunk = self.sock.recv(1 << 16)
+            if not chunk:
+                self.proc.poll()
+                raise WorkerGone(self.ended())
+            self.buf += chunk
+            if len(self.buf) > (64 << 20):
+                raise WorkerGone("the candidate process sent an oversized message", "integrity")
+        line, self.buf = self.buf.split(b"\n", 1)
+        try:
+            msg = json.loads(line)
+        except ValueError:
+            raise WorkerGone("the candidate process broke the protocol (not JSON)", "integrity") from None
+        if not isinstance(msg, dict):
+            raise WorkerGone("the candidate process broke the protocol", "integrity")
+        return msg
+
+    def ended(self):
+        for _ in range(50):
+            if self.proc.poll() is not None:
+                break
+            time.sleep(0.02)
+        rc = self.proc.returncode
+        if rc is None:
+            return "the candidate process closed its channel"
+        if rc < 0:
+            try:
+                name = signal.Signals(-rc).name
+            except ValueError:
+                name = str(-rc)
+            return f"the candidate process was killed by signal {-rc} ({name})"
+        return f"the candidate process exited with status {rc}"
+
+    def request(self, obj, timeout):
+        self.send(obj)
+        msg = self.recv(timeout)
+        if msg.get("ev") == "error":
+            kind = msg.get("kind", "candidate_error")
+            raise core.CandidateError(str(msg.get("error", "candidate error"))[:4000],
+                                      str(msg.get("traceback", ""))[-core.TAIL_CHARS:], kind == "poisoned")
+        return msg
+
+    # -- lifecycle --------------------------------------------------------------------------------
+    def wait_hello(self, timeout):
+        if self.state == "starting":
+            msg = self.recv(timeout)
+            if msg.get("ev") != "hello":
+                raise WorkerGone("the candidate process did not start", "harness")
+            self.state = "started"
+
+    def signal_all(self, sig):
+        for p in [self.proc.pid] + descendants(self.proc.pid):
+            with contextlib.suppress(OSError):
+                os.kill(p, sig)
+
+    def pause(self):
+        """Freezes a warming spare while something is timed, so its start-up cannot disturb a timing."""
+        if self.proc.poll() is None and not self.stopped:
+            self.signal_all(signal.SIGSTOP)
+            self.stopped = True
+
+    def resume(self):
+        if self.stopped:
+            self.signal_all(signal.SIGCONT)
+            self.stopped = False
+
+    def tails(self):
+        res = []
+        for f in (self.out, self.err):
+            try:
+                f.flush()
+                f.seek(0, os.SEEK_END)
+                size = f.tell()
+                f.seek(max(0, size - core.TAIL_CHARS))
+                res.append(f.read().decode(errors="replace"))
+            except (OSError, ValueError):
+                res.append("")
+        return res
+
+    def kill(self):
+        """Kills the process, everything it started, and waits until none of it runs any more."""
+        pids = [self.proc.pid] + descendants(self.proc.pid)
+        for p in pids:
+            with contextlib.suppress(OSError):
+                os.kill(p, signal.SIGKILL)
+        with contextlib.suppress(OSError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        self.resume()
+        with contextlib.suppress(Exception):
+            self.proc.wait(timeout=10)
+        deadline = time.monotonic() + 10
+        while any(alive(p) for p in pids) and time.monotonic() < deadline:
+            time.sleep(0.005)
+        self.judge.reap_orphans()
+        with contextlib.suppress(OSError):
+            self.sock.close()
+
+    def discard(self):
+        out, err = self.tails()
+        self.kill()
+        for f in (self.out, self.err):
+            with contextlib.suppress(OSError):
+                f.close()
+        shutil.rmtree(self.scratch, ignore_errors=True)
+        return out, err
+
+
+class Slot:
+    """A receive buffer in this process that a worker copies one output into."""
+
+    def __init__(self, ref, directory, index, gpu):
+        torch = core.torch_module()
+        self.ref = ref
+        self.gpu = gpu
+        self.index = index
+        self.shape = list(ref.shape)
+        self.dtype = str(ref.dtype).replace("torch.", "")
+        if gpu:
+            self.tensor = torch.empty_like(ref).contiguous()
+        self.path = None
+        self.directory = directory
+
+    def spec_for(self, worker):
+        """How `worker` maps this slot: CUDA IPC of our buffer, or a shared file in its scratch."""
+        torch = core.torch_module()
+        spec = {"shape": self.shape, "dtype": self.dtype}
+        if self.gpu:
+            h = self.tensor.untyped_storage()._share_cuda_()
+            spec.update(kind="cuda_ipc", handle=[h[0], base64.b64encode(h[1]).decode(), h[2], h[3],
+                                                 base64.b64encode(h[4]).decode(), h[5],
+                                                 base64.b64encode(h[6]).decode() if h[6] else "", h[7]])
+            return spec
+        path = os.path.join(worker.scratch, f"slot{self.index}.bin")
+        numel = self.ref.numel()
+        with open(path, "wb") as f:
+            f.truncate(numel * self.ref.element_size())
+        worker.slot_tensors[self.index] = torch.from_file(path, shared=True, size=numel,
+                                                          dtype=self.ref.dtype).view(self.ref.shape)
+        spec.update(kind="file", path=path)
+        return spec
+
+    def tensor_of(self, worker):
+        return self.tensor if self.gpu else worker.slot_tensors[self.index]
+
+    def poison(self, worker):
+        torch = core.torch_module()
+        t = self.tensor_of(worker)
+        if t.is_floating_point() or t.is_complex():
+            t.fill_(float("nan"))
+        elif t.dtype != torch.bool:
+            t.fill_(torch.iinfo(t.dtype).min)
+
+
+def wall_bound_excess(wall_ms, n, calib_per_call_ms, reported_ms, gpu):
+    """How much of the judge's wall clock the reported per-call times leave unexplained, and how much
+    is allowed: half of what was reported, a quarter of the calibrated loop overhead, and per-call
+    scheduling jitter (larger on the CPU platform, whose calls are interpreted Python)."""
+    explained = sum(reported_ms) + n * calib_per_call_ms
+    excess = wall_ms - explained
+    allowed = 0.5 * sum(reported_ms) + 0.25 * n * calib_per_call_ms + n * (1.0 if not gpu else 0.05) + 5.0
+    return excess, allowed
+
+
+class Judge:
+    def __init__(self, log_dir):
+        self.log_dir = log_dir
+        self.scratch_root = os.path.join(log_dir, "sandbox")
+        os.makedirs(self.scratch_root, exist_ok=True)
+        self.problem = None
+        self.spare = None
+        self.current = None          # (code hash, Worker, state dict)
+        self.sandbox_prefix = []
+        self.sets = []
+        self.refs = []
+        self.slots = []
+        self.calib = {"per_call_ms": 0.0}
+        become_subreaper()
+
+    # -- problem ------------------------------------------------------------------------------------
+    def load(self, path, device, dtype, size, seed, trials, sandbox_prefix, peak_gbps, samples, timeouts,
+             calib_repeat=20):
+        torch = core.torch_module()
+        self.shutdown_workers()
+        self.device = device
+        self.gpu = device.startswith("cuda")
+        self.dtype = dtype
+        self.size = size
+        self.sandbox_prefix = list(sandbox_prefix or [])
+        self.peak_gbps = peak_gbps
+        self.timeouts = timeouts
+        self.problem = core.Problem(path, device, dtype, size, seed)
+        self.seeds = [seed + k for k in range(max(1, trials))]
+        self.sets = [self.problem.inputs] + [self.problem.inputs_for_seed(s) for s in self.seeds[1:]]
+        self.refs = [self.problem.expected] + [self.problem.reference(s) for s in self.sets[1:]]
+        core.synchronize(device)
+        ref0 = self.refs[0]
+        self.multi = isinstance(ref0, (tuple, list))
+        ref_outs = list(ref0) if self.multi else [ref0]
+        for r in ref_outs:
+            if not torch.is_tensor(r):
+                raise ValueError(f"the reference returns {type(r).__name__}; the harness compares tensors")
+        self.output_bytes = sum(r.numel() * r.element_size() for r in ref_outs)
+        self.input_bytes = self.problem.input_bytes()
+        # Slot group 0 receives verification outputs, groups 1..samples the sampled timed calls.
+        self.samples = max(1, samples)
+        self.slots = [[Slot(r, self.scratch_root, g * len(ref_outs) + k, self.gpu) for k, r in enumerate(ref_outs)]
+                      for g in range(self.samples + 1)]
+        self.flush_bytes = (256 << 20) if self.gpu else (32 << 20)
+        self.spare = self.spawn()
+        self.calibrate(calib_repeat)
+        return dict(self.problem.describe(), calibration_ms_per_call=self.calib["per_call_ms"],
+                    trials=len(self.sets), output_bytes=self.output_bytes)
+
+    def floor_ms(self):
+        if not self.peak_gbps:
+            return None
+        return (self.input_bytes + self.output_bytes) / (self.peak_gbps * 1e9) * 1e3
+
+    # -- workers ------------------------------------------------------------------------------------
+    def spawn(self):
+        """A new spare: it imports torch and triton, then loads the problem's inputs (prepare is queued
+        at once; the spare is paused whenever something is being timed)."""
+        w = Worker(self)
+        w.slot_tensors = {}
+        specs = [s.spec_for(w) for group in self.slots for s in group]
+        w.send({"op": "prepare", "problem": self.problem.path, "device": self.device, "dtype": self.dtype,
+                "size": self.size, "seeds": self.seeds, "slots": specs, "flush_bytes": self.flush_bytes})
+        return w
+
+    def ready(self, w):
+        """Waits until `w` has loaded the problem."""
+        if w.state == "ready":
+            return
+        w.resume()
+        w.wait_hello(self.timeouts["start"])
+        msg = w.recv(self.timeouts["start"])
+        if msg.get("ev") != "ready":
+            raise core.CandidateError(str(msg.get("error", "the candidate process could not load the problem"))[:4000],
+                                      str(msg.get("traceback", ""))[-core.TAIL_CHARS:])
+        w.info["prepare"] = msg
+        w.state = "ready"
+
+    def calibrate(self, repeat):
+        """The per-call overhead of the timed loop (stamps, flush, synchronisation, our round trip),
+        measured on the spare before any candidate code exists in it."""
+        w = self.spare
+        self.ready(w)
+        m = self.timed(w, None, 0, max(5, repeat), calibrate=True)
+        self.calib = m
+
+    def take(self):
+        """A prepared worker for the next candidate; a replacement starts warming up at once."""
+        w, self.spare = self.spare, None
+        if w is None:
+            w = self.spawn()
+        try:
+            self.ready(w)
+        except (WorkerGone, core.CandidateError) as exc:
+            out, err = w.discard()
+            raise WorkerGone(f"a candidate process could not be prepared: {exc}\n{err[-1500:]}", "harness") from None
+        self.spare = self.spawn()
+        return w
+
+    def reap_orphans(self):
+        """Ends processes re-parented to us (we are a subreaper) that are not our spare."""
+        keep = {self.spare.proc.pid} if self.spare is not None else set()
+        if self.current is not None:
+            keep.add(self.current[1].proc.pid)
+        for pid in children_of(os.getpid()):
+            if pid in keep:
+                continue
+            for p in [pid] + descendants(pid):
+                with contextlib.suppress(OSError):
+                    os.kill(p, signal.SIGKILL)
+            with contextlib.suppress(ChildProcessError, OSError):
+                os.waitpid(pid, 0)
+
+    def shutdown_workers(self):
+        if self.current is not None:
+            self.current[1].discard()
+            self.current = None
+        if self.spare is not None:
+            self.spare.discard()
+            self.spare = None
+
+    def idle(self):
+        """Between requests: let the spare warm up (it is paused while anything is timed)."""
+        if self.spare is not None:
+            self.spare.resume()
+
+    # -- evaluation -----------------------------------------------------------------------------------
+    def candidate(self, code, key):
+        """The worker holding this candidate (loaded and verified), or a fresh one loading it."""
+        if self.current is not None and self.current[0] == key:
+            return self.current[1], self.current[2]
+        if self.current is not None:
+            self.current[1].discard()
+            self.current = None
+        w = self.take()
+        path = os.path.join(w.scratch, "kernel.py")
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(code)
+        state = {"verified": False}
+        self.current = (key, w, state)
+        msg = w.request({"op": "load", "path": path}, self.timeouts["verify"])
+        state["import_s"] = msg.get("import_s")
+        return w, state
+
+    def finish_current(self):
+        if self.current is None:
+            return "", ""
+        out, err = self.current[1].discard()
+        self.current = None
+        return out, err
+
+    def compare(self, got, ref, rtol, atol):
+        torch = core.torch_module()
+        o, e = got.float(), ref.float()
+        bad = ~torch.isfinite(o) & torch.isfinite(e)
+        if bad.any():
+            n = int(bad.sum().item())
+            return (f"output contains {n} NaN/Inf element(s) of {o.numel()} where the reference is finite "
+                    f"(unwritten output elements are NaN-poisoned)")
+        if o.numel() > 1 and bool((o == o.flatten()[0]).all()) and not bool((e == e.flatten()[0]).all()):
+            return f"output is constant ({float(o.flatten()[0])}) where the reference is not"
+        diff = (o - e).abs()
+        max_diff = float(diff.max().item()) if diff.numel() else 0.0
+        if not torch.allclose(o, e, rtol=rtol, atol=atol, equal_nan=True):
+            n = int((diff > atol + rtol * e.abs()).sum().item())
+            return f"FAIL: max difference = {max_diff} ({n} of {o.numel()} elements outside rtol={rtol}, atol={atol})"
+        return None
+
+    def check_group(self, w, group, ref, rtol, atol):
+        refs = list(ref) if self.multi else [ref]
+        for k, (slot, r) in enumerate(zip(self.slots[group], refs)):
+            err = self.compare(slot.tensor_of(w), r, rtol, atol)
+            if err:
+                return f"output {k}: {err}" if self.multi else err
+        return None
+
+    def evidence(self, call, where):
+        """Rejects on what the worker itself reports (forgeable, so only ever a reason to reject)."""
+        if call.get("integrity"):
+            raise IntegrityError(call["integrity"])
+        if call.get("aten"):
+            raise IntegrityError(f"torch compute op {call['aten'][0]} in the candidate's call ({where}); "
+                                 "only allocation, views, copies and fills may run in PyTorch")
+        if int(call.get("launches", 0)) < 1:
+            raise IntegrityError(f"no Triton kernel launched in the candidate's call ({where})")
+
+    def verify(self, code, key, rtol, atol):
+        d_rtol, d_atol = core.default_tolerance(self.dtype)
+        rtol = d_rtol if rtol is None else float(rtol)
+        atol = d_atol if atol is None else float(atol)
+        w, state = self.candidate(code, key)
+        timings = {"import_s": state.get("import_s")}
+        # Set 0 twice (the first call compiles), then every other set; each output is compared here.
+        plan = [0] + list(range(len(self.sets)))
+        error = None
+        for n, j in enumerate(plan):
+            for slot in self.slots[0]:
+                slot.poison(w)
+            core.synchronize(self.device)
+            msg = w.request({"op": "verify", "calls": [{"set": j, "slots": [s.index for s in self.slots[0]]}]},
+                            self.timeouts["verify"])
+            call = msg["calls"][0]
+            timings["first_call_s" if n == 0 else f"call{n}_s"] = call.get("wall_s")
+            self.evidence(call, "verification")
+            if call.get("error"):
+                error = call["error"]
+                break
+            core.synchronize(self.device)
+            err = self.check_group(w, 0, self.refs[j], rtol, atol)
+            if err:
+                error = err if j == 0 else f"trial {j} (seed {self.seeds[j]}): {err}"
+                break
+            state["asm"] = msg.get("asm") or {}
+            state["in_place"] = bool(msg.get("in_place"))
+        state["verified"] = error is None
+        state["rtol"], state["atol"] = rtol, atol
+        return {"passed": error is None, "error": error, "rtol": rtol, "atol": atol, "trials": len(self.sets),
+                "timings": timings}
+
+    def code_hash(self, code, state):
+        """The wrapper's normalised source together with the compiled kernels: a different wrapper
+        around the same kernel is a different program; comment or layout edits are not."""
+        asm = state.get("asm") or {}
+        src = core.normalize_source(code)
+        if asm.get("hash"):
+            return {"hash": core.sha256(src + "\n\x00asm\x00\n" + asm["hash"]), "kind": f"source+{asm.get('kind')}",
+                    "kernels": asm.get("kernels", 0)}
+        return {"hash": core.sha256(src), "kind": "source", "kernels": 0}
+
+    def stamps_for(self, n, rng):
+        """Per call and input tensor: a window (start, length) and a shift that rolls it."""
+        torch = core.torch_module()
+        out = []
+        for i in range(n):
+            inputs = self.sets[i % len(self.sets)]
+            st = []
+            for k, t in enumerate(inputs):
+                if torch.is_tensor(t) and t.numel() >= 2 and t.is_contiguous():
+                    length = max(2, t.numel() // 16)
+                    start = rng.randrange(0, t.numel() - length + 1)
+                    st.append([k, start, length, rng.randrange(1, length)])
+            out.append(st)
+        return out
+
+    def stamped(self, j, stamp):
+        torch = core.torch_module()
+        inputs = [t.clone() if torch.is_tensor(t) else t for t in self.sets[j]]
+        for k, start, length, shift in stamp:
+            view = inputs[k].view(-1)[start:start + length]
+            view.copy_(view.roll(shift))
+        return inputs
+
+    def timed(self, w, state, warmup, repeat, calibrate=False):
+        """Runs the worker's timed loop, watching it with our own clock. Returns what was measured."""
+        rng = random.Random(int.from_bytes(os.urandom(8), "little"))
+        stamps = self.stamps_for(warmup + repeat, rng)
+        keep_at = set() if calibrate else set(rng.sample(range(repeat), min(self.samples, repeat)))
+        group_of = {i: g + 1 for g, i in enumerate(sorted(keep_at))}
+        if not calibrate:
+            for g in range(1, self.samples + 1):
+                for slot in self.slots[g]:
+                    slot.poison(w)
+            core.synchronize(self.device)
+        op = {"op": "calibrate" if calibrate else "time", "warmup": warmup, "repeat": repeat, "stamps": stamps}
+        timeout = self.timeouts["start" if calibrate else "benchmark"]
+        w.send(op)
+        t_start = time.perf_counter()
+        t_warm = None
+        deadline = time.monotonic() + timeout
+        while True:
+            msg = w.recv(max(0.1, deadline - time.monotonic()))
+            ev = msg.get("ev")
+            if ev == "warm":
+                t_warm = time.perf_counter()
+            elif ev == "called":
+                i = int(msg.get("i", -1))
+                g = group_of.get(i)
+                w.send({"keep": self.slots[g][0].index if g else None})
+            elif ev == "timed":
+                t_end = time.perf_counter()
+                break
+            elif ev == "error":
+                raise core.CandidateError(str(msg.get("error", "candidate error"))[:4000],
+                                          str(msg.get("traceback", ""))[-core.TAIL_CHARS:],
+                                          msg.get("kind") == "poisoned")
+            else:
+                raise WorkerGone("the candidate process broke the protocol", "integrity")
+        times = [float(x) for x in msg.get("times_ms", [])]
+        if len(times) != repeat or not all(x == x and x >= 0 for x in times):
+            raise IntegrityError(f"the candidate process reported {len(times)} timings for {repeat} timed calls")
+        wall_ms = (t_end - (t_warm if t_warm is not None else t_start)) * 1e3
+        if calibrate:
+            return {"per_call_ms": max(0.0, (wall_ms - sum(times)) / max(1, repeat)), "wall_ms": wall_ms}
+        return {"times": times, "wall_ms": wall_ms, "keep": sorted(keep_at), "group_of": group_of, "stamps": stamps,
+                "msg": msg}
+
+    def benchmark(self, code, key, warmup, repeat, rtol, atol):
+        torch = core.torch_module()
+        w, state = self.candidate(code, key)
+        if not state.get("verified"):
+            res = self.verify(code, key, rtol, atol)
+            if not res["passed"]:
+                raise core.CandidateError(f"verification failed before the benchmark: {res['error']}")
+        if self.spare is not None:
+            self.spare.pause()
+        try:
+            with core.working_directory(self.scratch_root):
+                m = self.timed(w, state, warmup, repeat)
+        finally:
+            pass
+        msg = m["msg"]
+        # Nothing the candidate left behind may run on while we look at its outputs.
+        out, err = self.finish_current()
+        if msg.get("patched"):
+            raise IntegrityError(f"patched timer ({', '.join(msg['patched'])} replaced during the candidate's run)")
+        launches = [int(x) for x in msg.get("launches", [])]
+        if launches and min(launches) < 1:
+            raise IntegrityError("no Triton kernel launched in a timed call (a cached or precomputed result?)")
+        prep = w.info.get("prepare", {})
+        if int(msg.get("threads", 0)) > int(prep.get("threads", 0)):
+            extra = int(msg["threads"]) - int(prep.get("threads", 0))
+            raise IntegrityError(f"the candidate left {extra} thread(s) running after its calls")
+        rtol, atol = state.get("rtol", rtol), state.get("atol", atol)
+        for i in m["keep"]:
+            j = i % len(self.sets)
+            inputs = self.stamped(j, m["stamps"][warmup + i])
+            ref = self.problem.reference(inputs)
+            core.synchronize(self.device)
+            err_txt = self.check_group(w, m["group_of"][i], ref, rtol, atol)
+            if err_txt:
+                raise IntegrityError(f"output of a timed call differs from the reference for its inputs "
+                                     f"(call {i}, input set {j}): {err_txt}")
+            del inputs, ref
+        stats = core.stats(m["times"])
+        calib = self.calib
+        excess, allowed = wall_bound_excess(m["wall_ms"], repeat, calib["per_call_ms"], m["times"], self.gpu)
+        if excess > allowed:
+            raise IntegrityError(
+                f"reported times do not account for the wall clock: {repeat} timed calls took {m['wall_ms']:.1f} ms "
+                f"seen from the judge, {sum(m['times']):.1f} ms reported plus {repeat * calib['per_call_ms']:.1f} ms "
+                f"of loop overhead (a slowed or patched timer, or work outside the timed call)")
+        floor = self.floor_ms()
+        result = {"method": "cuda_event" if self.gpu else "perf_counter", "warmup": warmup, "repeat": repeat,
+                  "input_sets": len(self.sets), "flush_bytes": self.flush_bytes, "timings": {},
+                  "candidate": stats, "wall_ms": m["wall_ms"], "sampled_calls": m["keep"],
+                  "calibration_ms_per_call": calib["per_call_ms"], "bytes": self.input_bytes + self.output_bytes}
+        if floor is not None:
+            result["floor_ms"] = floor
+            result["floor_fraction"] = floor / stats["median_ms"] if stats["median_ms"] > 0 else None
+            if stats["median_ms"] < floor:
+                raise IntegrityError(f"reported time below the hardware floor ({stats['median_ms']:.4g} ms < "
+                                     f"{floor:.4g} ms: {self.input_bytes + self.output_bytes} bytes at "
+                                     f"{self.peak_gbps:g} GB/s)")
+        result["_tails"] = (out, err)
+        del torch
+        return result
+
+    def reference_timings(self, targets, warmup, repeat):
+        """eager / torch.compile timings, here (trusted, no candidate ever ran in this process), with
+        the same loop shape: flush, events (or perf_counter), device synchronised after each call."""
+        torch = core.torch_module()
+        res = {}
+        timer = core.Timer(self.device, self.flush_bytes)
+        sets = self.sets
+        with torch.no_grad():
+            if "eager" in targets:
+                res["eager"] = timer.time(lambda i: self.problem.model(*sets[i % len(sets)]), warmup, repeat)
+            if "compile" in targets:
+                try:
+                    t0 = time.perf_counter()
+                    compiled = self.problem.compiled()
+                    compiled(*sets[0])
+                    core.synchronize(self.device)
+                    res["compile_s"] = time.perf_counter() - t0
+                    res["compile"] = timer.time(lambda i: compiled(*sets[i % len(sets)]), warmup, repeat)
+                except Exception as exc:  # noqa: BLE001 - an unavailable compiler is reported, not fatal
+                    res["compile"] = {"error": f"{type(exc).__name__}: {str(exc)[:500]}"}
+        return res

@@ -1,0 +1,151 @@
+"""The trusted evaluation against its attackers: every kernel of tests/cheats/matvec through the
+evaluator server on the CPU platform (verify, then benchmark, as the runtime sends them), plus the
+defences that need a set-up of their own (physics floor, isolation between candidates, the wall
+clock bound, the dedup hash)."""
+import os
+import re
+import tempfile
+import unittest
+
+import support
+from test_server import ServerProcess
+
+import judge
+
+CHEATS = os.path.join(support.ROOT, "tests", "cheats", "matvec")
+START = os.path.join(support.MATVEC, "input.py")
+
+
+def expectation(path):
+    with open(path, encoding="utf-8") as f:
+        m = re.search(r"^# expect: (\w+)", f.read(), re.M)
+    return m.group(1) if m else "any"
+
+
+def evaluate(server, code, warmup=2, repeat=8):
+    """(verdict, reply): verdict is verified, mismatch, integrity, error; as the runtime would see it."""
+    v = server.request(op="verify", code=code)
+    if not v["ok"]:
+        return ("integrity" if v.get("kind") == "integrity" else "mismatch" if v.get("kind") == "mismatch"
+                else "error"), v
+    b = server.request(op="benchmark", code=code, targets=["candidate"], warmup=warmup, repeat=repeat)
+    if not b["ok"]:
+        return ("integrity" if b.get("kind") == "integrity" else "error"), b
+    return "verified", b
+
+
+class Trusted(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory()
+        cls.server = ServerProcess(cls.tmp.name)
+        reply = cls.server.request(op="load_problem", problem=support.MATVEC, device="cpu", size="small",
+                                   trials=3, samples=3, calibrate_repeat=8)
+        assert reply["ok"], reply
+        cls.loaded = reply["result"]
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.server.request(op="shutdown")
+        cls.server.close()
+        cls.tmp.cleanup()
+
+    def test_every_cheat_is_rejected_and_every_control_verified(self):
+        seen = {}
+        for name in sorted(os.listdir(CHEATS)):
+            path = os.path.join(CHEATS, name)
+            with open(path, encoding="utf-8") as f:
+                code = f.read()
+            verdict, reply = evaluate(self.server, code)
+            want = expectation(path)
+            seen[name] = (verdict, reply.get("error"))
+            with self.subTest(cheat=name):
+                if want == "verified":
+                    self.assertEqual(verdict, "verified", reply.get("error"))
+                elif want == "rejected":
+                    self.assertIn(verdict, ("mismatch", "integrity"), reply.get("error"))
+                elif want != "any":
+                    self.assertEqual(verdict, want, reply.get("error"))
+                if want != "verified" and want != "any":
+                    self.assertNotEqual(verdict, "verified")
+        # The reasons name what was seen.
+        self.assertIn("patched timer", seen["slow_clock.py"][1])
+        self.assertIn("wall clock", seen["slow_clock_deep.py"][1])
+        self.assertRegex(seen["torch_op_obfuscated.py"][1], r"torch compute op aten::(mm|matmul)")
+        self.assertIn("subclass", seen["lazy_subclass.py"][1])
+        self.assertRegex(seen["cache_by_address.py"][1], r"timed call|no Triton kernel launched")
+        self.assertRegex(seen["cache_by_content.py"][1], r"timed call|no Triton kernel launched")
+        self.assertIn("constant", seen["zeros.py"][1])
+
+    def test_a_cheat_leaves_nothing_behind_for_the_next_candidate(self):
+        probe = ("import time, torch\n" + support.read(START) +
+                 "\nprint('probe copy_', torch.Tensor.copy_.__qualname__, 'empty', torch.empty.__name__,"
+                 " 'clock', time.perf_counter.__name__)\n")
+        verdict, before = evaluate(self.server, probe)
+        self.assertEqual(verdict, "verified", before.get("error"))
+        with open(os.path.join(CHEATS, "poison_next.py"), encoding="utf-8") as f:
+            evaluate(self.server, f.read())
+        with open(os.path.join(CHEATS, "slow_clock.py"), encoding="utf-8") as f:
+            evaluate(self.server, f.read())
+        verdict, after = evaluate(self.server, probe + "\n# another copy\n")
+        self.assertEqual(verdict, "verified", after.get("error"))
+        v = self.server.request(op="verify", code=probe + "\n# third\n")
+        self.assertIn("probe copy_ TensorBase.copy_ empty empty clock perf_counter", v["stdout"])
+
+    def test_hash_sees_the_wrapper_not_only_the_kernel(self):
+        code = support.read(START)
+        h1 = self.server.request(op="hash", code=code)["result"]["hash"]
+        h2 = self.server.request(op="hash", code=code + "\n# a comment only\n")["result"]["hash"]
+        wrapped = code.replace("    return y\n", "    y = y.clone()\n    return y\n")
+        h3 = self.server.request(op="hash", code=wrapped)["result"]["hash"]
+        self.assertEqual(h1, h2)
+        self.assertNotEqual(h1, h3)
+
+    def test_tolerances_come_from_the_request(self):
+        code = support.read(START)
+        strict = self.server.request(op="verify", code=code + "\n# strict\n", rtol=0.0, atol=0.0)
+        loose = self.server.request(op="verify", code=code + "\n# loose\n", rtol=1e-2, atol=1e-2)
+        self.assertTrue(loose["ok"], loose)
+        self.assertEqual(strict["result"]["rtol"], 0.0)
+
+
+class Floor(unittest.TestCase):
+    def test_a_time_below_the_hardware_floor_is_rejected_and_the_fraction_reported(self):
+        tmp = tempfile.TemporaryDirectory()
+        server = ServerProcess(tmp.name)
+        try:
+            # A device whose peak bandwidth is absurdly low: every honest time is "too fast".
+            r = server.request(op="load_problem", problem=support.MATVEC, device="cpu", size="small",
+                               peak_gbps=1e-6, calibrate_repeat=5)
+            self.assertTrue(r["ok"], r)
+            verdict, reply = evaluate(server, support.read(START))
+            self.assertEqual(verdict, "integrity")
+            self.assertIn("below the hardware floor", reply["error"])
+            r = server.request(op="load_problem", problem=support.MATVEC, device="cpu", size="small",
+                               peak_gbps=1000.0, calibrate_repeat=5)
+            verdict, reply = evaluate(server, support.read(START))
+            self.assertEqual(verdict, "verified", reply.get("error"))
+            res = reply["result"]
+            self.assertGreater(res["floor_ms"], 0)
+            self.assertAlmostEqual(res["floor_fraction"], res["floor_ms"] / res["candidate"]["median_ms"])
+        finally:
+            server.request(op="shutdown")
+            server.close()
+            tmp.cleanup()
+
+
+class WallBound(unittest.TestCase):
+    def test_reported_times_must_explain_the_wall_clock(self):
+        honest, allowed = judge.wall_bound_excess(1000.0, 10, 5.0, [90.0] * 10, gpu=False)
+        self.assertLess(honest, allowed)
+        faked, allowed = judge.wall_bound_excess(1000.0, 10, 5.0, [0.09] * 10, gpu=False)
+        self.assertGreater(faked, allowed)
+        # On a GPU the per-call allowance is small: a 1 ms kernel reported as 1 us is caught.
+        faked, allowed = judge.wall_bound_excess(100 * 1.3, 100, 0.3, [0.001] * 100, gpu=True)
+        self.assertGreater(faked, allowed)
+        honest, allowed = judge.wall_bound_excess(100 * 1.32, 100, 0.3, [1.0] * 100, gpu=True)
+        self.assertLess(honest, allowed)
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,410 @@
+#!/usr/bin/env python3
+"""Single-use candidate process (the untrusted side of the trusted evaluation, docs/harness.md).
+
+The judge (harness/judge.py, inside the evaluator server) starts one of these per candidate, inside
+the sandbox, before the candidate exists: it imports torch and triton, then waits. `prepare` loads the
+problem's inputs on the device (from seeds the judge chose), maps the judge's receive slots and runs a
+calibration loop; only then is the candidate imported (`load`), called on the verification sets
+(`verify`) and timed (`time`). Its outputs are copied into the judge's slots and compared there, by
+code this process never had a chance to patch. Afterwards the judge kills this process: nothing a
+candidate does here outlives its evaluation.
+
+Everything reported from here is evidence, never proof: a candidate can rewrite any of it. The judge
+decides from what it can check itself (outputs against its references, its own wall clock, the
+physics floor) and uses this process's reports only to reject, never to accept.
+
+Protocol: one JSON object per line over --fd (a socketpair end). Requests carry "op"; every reply
+carries "ev". fds 1 and 2 are the candidate's capture files in the scratch directory.
+"""
+import argparse
+import base64
+import contextlib
+import json
+import os
+import sys
+import threading
+import time
+
+# Timers are bound before any candidate code exists; a candidate that later replaces
+# time.perf_counter or torch.cuda.Event.elapsed_time does not change what is read here (and is seen).
+_perf_counter = time.perf_counter
+HARNESS = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HARNESS)
+import harness_core as core  # noqa: E402
+
+# Ops a kernel wrapper may dispatch while it runs: allocation, views, copies, fills and scalar reads.
+# Anything else is PyTorch doing the computation (SPEC 3.1 forbids it; the ban regex is the cheap
+# first filter, this is the second).
+ALLOWED_ATEN = frozenset("""
+empty empty_like empty_strided new_empty new_empty_strided zeros zeros_like ones ones_like full full_like
+new_zeros new_ones new_full fill fill_ zero zero_ copy copy_ clone _to_copy to contiguous detach detach_
+alias lift_fresh lift_fresh_copy view _unsafe_view reshape _reshape_alias as_strided t transpose permute
+expand expand_as squeeze unsqueeze select slice narrow split split_with_sizes chunk unbind flatten unflatten
+view_as view_as_real view_as_complex _local_scalar_dense resize_ set_ is_same_size arange
+is_nonzero item numpy sym_size sym_stride sym_numel sym_storage_offset stride size dim _has_compatible_shallow_copy_type
+""".split())
+
+
+def aten_base(name):
+    """'aten::empty.memory_format' -> 'empty'."""
+    n = name.split("::", 1)[-1]
+    return n.split(".", 1)[0]
+
+
+class OpRecorder:
+    """A TorchDispatchMode that records every aten op the candidate's call dispatches."""
+
+    def __init__(self):
+        from torch.utils._python_dispatch import TorchDispatchMode
+
+        recorder = self
+
+        class Mode(TorchDispatchMode):
+            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+                recorder.ops.add(str(func.name()) if hasattr(func, "name") else str(func))
+                return func(*args, **(kwargs or {}))
+
+        self.ops = set()
+        self.mode = Mode()
+
+    def forbidden(self):
+        return sorted(op for op in self.ops if aten_base(op) not in ALLOWED_ATEN)
+
+
+class Launches:
+    """Counts Triton kernel launches: the launch hook on a GPU, the interpreter's grid executor on the
+    CPU platform."""
+
+    def __init__(self, interpret):
+        self.count = 0
+        if interpret:
+            from triton.runtime import interpreter
+            original = interpreter.GridExecutor.__call__
+            counter = self
+
+            def counted(executor, *a, **k):
+                if not k.get("warmup", False):
+                    counter.count += 1
+                return original(executor, *a, **k)
+
+            interpreter.GridExecutor.__call__ = counted
+        else:
+            from triton import knobs
+
+            def hook(*_a, **_k):
+                self.count += 1
+
+            knobs.runtime.launch_enter_hook.add(hook)
+
+
+def plain_tensors(out):
+    """(list of outputs, problem text or None): only torch.Tensor itself, never a subclass."""
+    torch = core.torch_module()
+    outs = list(out) if isinstance(out, (tuple, list)) else [out]
+    for o in outs:
+        if type(o) is not torch.Tensor:
+            kind = type(o).__name__
+            if isinstance(o, torch.Tensor):
+                return outs, f"kernel_function returned a torch.Tensor subclass ({kind}); only plain tensors are accepted"
+            return outs, f"kernel_function returned {kind}, expected a tensor"
+    return outs, None
+
+
+class Slot:
+    """A receive buffer of the judge, mapped here: a shared file on the CPU, CUDA IPC on a GPU."""
+
+    def __init__(self, spec, device):
+        torch = core.torch_module()
+        dtype = core.dtype_of(spec["dtype"]) if spec["dtype"] in ("bfloat16", "float16", "float32") else \
+            getattr(torch, spec["dtype"])
+        self.shape = tuple(spec["shape"])
+        numel = 1
+        for d in self.shape:
+            numel *= d
+        if spec["kind"] == "file":
+            flat = torch.from_file(spec["path"], shared=True, size=numel, dtype=dtype)
+        else:
+            h = spec["handle"]
+            storage = torch.UntypedStorage._new_shared_cuda(
+                h[0], base64.b64decode(h[1]), h[2], h[3], base64.b64decode(h[4]), h[5],
+                base64.b64decode(h[6]) if h[6] else b"", h[7])
+            flat = torch.empty(0, dtype=dtype, device=device).set_(storage, 0, (numel,), (1,))
+        self.tensor = flat.view(self.shape)
+
+    def put(self, out):
+        if out.numel() != self.tensor.numel():
+            return f"shape mismatch: got {tuple(out.shape)}, expected {self.shape}"
+        self.tensor.copy_(out.reshape(self.shape))
+        return None
+
+
+class Worker:
+    def __init__(self, scratch):
+        self.scratch = scratch
+        self.problem = None
+        self.sets = []
+        self.pristine = None
+        self.slots = []
+        self.cand = None
+        self.in_place = False
+        self.gpu = False
+
+    # -- prepare: the problem's inputs on the device, the judge's slots, the timers ------------------
+    def op_prepare(self, req):
+        torch = core.torch_module()
+        device = req["device"]
+        self.gpu = device.startswith("cuda")
+        self.problem = core.Problem(req["problem"], device, req["dtype"], req.get("size"), seed=None)
+        self.sets = [self.problem.inputs_for_seed(s) for s in req["seeds"]]
+        self.slots = [Slot(s, device) for s in req["slots"]]
+        self.flush_buf = torch.empty(max(1, int(req["flush_bytes"]) // 4), dtype=torch.int32, device=device)
+        self.launches = Launches(not self.gpu)
+        self.recorder = OpRecorder()
+        if self.gpu:
+            self._event = torch.cuda.Event
+            self._elapsed = torch.cuda.Event.elapsed_time
+            self._sync = torch.cuda.synchronize
+            self._captured = {"torch.cuda.Event.elapsed_time": (torch.cuda.Event, "elapsed_time", self._elapsed),
+                              "torch.cuda.synchronize": (torch.cuda, "synchronize", self._sync)}
+        else:
+            self._sync = lambda: None
+            self._captured = {}
+        self._captured["time.perf_counter"] = (time, "perf_counter", _perf_counter)
+        self._sync()
+        self.threads_at_start = threading.active_count()
+        return {"ev": "ready", "threads": self.threads_at_start, "input_bytes": self.problem.input_bytes()}
+
+    # -- load: import the candidate -------------------------------------------------------------------
+    def op_load(self, req):
+        path = req["path"]
+        with open(path, encoding="utf-8") as f:
+            source = f.read()
+        self.cand = core.load_candidate(path, source)
+        return {"ev": "loaded", "import_s": self.cand.import_s}
+
+    def call(self, inputs):
+        torch = core.torch_module()
+        with torch.no_grad():
+            return core.call_candidate(self.problem, self.cand, inputs)
+
+    # -- verify: one call per (set, slots); outputs go to the judge's slots ---------------------------
+    def op_verify(self, req):
+        torch = core.torch_module()
+        calls = []
+        with core.working_directory(os.path.dirname(os.path.abspath(self.cand.path))):
+            for c in req["calls"]:
+                inputs = self.sets[c["set"]]
+                if self.pristine is not None:
+                    inputs = self.restore(c["set"])
+                before = self.launches.count
+                t0 = _perf_counter()
+                try:
+                    with core.poisoned_allocations(), self.recorder.mode:
+                        args, kwargs = core.bind_arguments(self.cand.fn, inputs, self.problem.named)
+                        out = self.cand.fn(*args, **kwargs)
+                    if out is None:
+                        out = args[0]
+                        if self.pristine is None:
+                            self.in_place = True
+                    self._sync()
+                except core.CandidateError:
+                    raise
+                except BaseException as exc:  # noqa: BLE001
+                    msg, tb = core.describe_exception(exc)
+                    raise core.CandidateError(msg, tb, core.is_poisoning(tb)) from None
+                wall = _perf_counter() - t0
+                outs, problem = plain_tensors(out)
+                info = {"set": c["set"], "launches": self.launches.count - before, "wall_s": wall,
+                        "aten": self.recorder.forbidden(), "integrity": problem,
+                        "out": [{"shape": list(o.shape), "dtype": str(o.dtype).replace("torch.", "")}
+                                for o in outs if torch.is_tensor(o)]}
+                self.recorder.ops.clear()
+                if problem is None:
+                    for o, s in zip(outs, c["slots"]):
+                        err = self.slots[s].put(o.detach() if o.requires_grad else o)
+                        if err:
+                            info["error"] = err
+                self._sync()
+                calls.append(info)
+                if self.in_place and self.pristine is None:
+                    # From now on every call starts from a pristine copy of its inputs.
+                    self.pristine = [[t.clone() if torch.is_tensor(t) else t for t in s] for s in self.sets]
+        kind, texts = core.compiled_asm(self.cand.module)
+        return {"ev": "verified", "calls": calls, "asm": {"kind": kind, "hash": core.sha256("\n\x00\n".join(sorted(texts)))
+                                                             if texts else None, "kernels": len(texts)},
+                "threads": threading.active_count(), "in_place": self.in_place}
+
+    def restore(self, j):
+        for dst, src in zip(self.sets[j], self.pristine[j]):
+            if hasattr(dst, "copy_") and hasattr(src, "copy_"):
+                dst.copy_(src)
+        return self.sets[j]
+
+    # -- the timed loop (shared by calibration and the candidate) ------------------------------------
+    def stamp(self, inputs, stamp, undo=False):
+        """Rolls a window of each input by the judge's shift, so that no call sees the contents of an
+        earlier one (a cache keyed by address, id or content returns a stale answer)."""
+        for k, start, length, shift in stamp:
+            t = inputs[k]
+            view = t.view(-1)[start:start + length]
+            view.copy_(view.roll(-shift if undo else shift))
+
+    def loop(self, fn, n, stamps, keep, set_of=None):
+        """n calls of fn; before each, its stamp and an L2 flush; after each, the device is
+        synchronised (work on another stream counts) and the judge says whether to keep the output.
+        Returns the per-call times in ms, read with the timers bound at start-up."""
+        times = []
+        nsets = len(self.sets)
+        for i in range(n):
+            j = set_of(i) if set_of else i % nsets
+            inputs = self.restore(j) if self.pristine is not None else self.sets[j]
+            if stamps:
+                self.stamp(inputs, stamps[i])
+            self.flush_buf.zero_()
+            if self.gpu:
+                start, end = self._event(enable_timing=True), self._event(enable_timing=True)
+                start.record()
+                out = fn(*inputs)
+                end.record()
+                self._sync()
+                times.append(self._elapsed(start, end))
+            else:
+                t0 = _perf_counter()
+                out = fn(*inputs)
+                times.append((_perf_counter() - t0) * 1e3)
+            if stamps and self.pristine is None:
+                self.stamp(inputs, stamps[i], undo=True)
+            if keep is not None:
+                slot = keep(i)
+                if slot is not None:
+                    outs, problem = plain_tensors(inputs[0] if out is None else out)
+                    if problem:
+                        raise core.CandidateError(problem)
+                    self.slots[slot].put(outs[0])
+                    self._sync()
+        return times
+
+    def op_time(self, req, channel, calibrate=False):
+        """The candidate's timed loop; with `calibrate`, the same loop around a call that does nothing,
+        run before any candidate code exists, so the judge can measure the loop's own overhead."""
+        warmup, repeat = int(req["warmup"]), int(req["repeat"])
+        stamps = req["stamps"]
+        cand = self.cand
+        args_of = {}
+        if calibrate:
+            first = self.sets[0]
+            noop_out = first[0] if first else None
+
+        def fn(*inputs):
+            if calibrate:
+                return noop_out
+            key = id(inputs[0]) if inputs else 0
+            if key not in args_of:
+                args_of[key] = core.bind_arguments(cand.fn, list(inputs), self.problem.named)
+            a, k = args_of[key]
+            return cand.fn(*a, **k)
+
+        def keep(i):
+            channel.send({"ev": "called", "i": i})
+            return channel.recv().get("keep")
+
+        counts = []
+
+        def counted(*inputs):
+            before = self.launches.count
+            out = fn(*inputs)
+            counts.append(self.launches.count - before)
+            return out
+
+        torch = core.torch_module()
+        where = self.scratch if calibrate else os.path.dirname(os.path.abspath(cand.path))
+        with core.working_directory(where), torch.no_grad():
+            try:
+                self.loop(counted, warmup, stamps[:warmup], keep=None)
+                channel.send({"ev": "warm"})
+                times = self.loop(counted, repeat, stamps[warmup:], keep=keep)
+            except core.CandidateError:
+                raise
+            except BaseException as exc:  # noqa: BLE001
+                msg, tb = core.describe_exception(exc)
+                raise core.CandidateError(msg, tb, core.is_poisoning(tb)) from None
+        patched = sorted(name for name, (owner, attr, fn0) in self._captured.items() if getattr(owner, attr, None) is not fn0)
+        return {"ev": "timed", "times_ms": times, "launches": counts[warmup:], "patched": patched,
+                "threads": threading.active_count()}
+
+
+class Channel:
+    def __init__(self, fd):
+        self.rfd, self.wfd = os.dup(fd), os.dup(fd)
+        os.close(fd)
+        os.set_inheritable(self.rfd, False)
+        os.set_inheritable(self.wfd, False)
+        self.buf = b""
+
+    def send(self, obj):
+        data = (json.dumps(obj, default=str) + "\n").encode()
+        while data:
+            data = data[os.write(self.wfd, data):]
+
+    def recv(self):
+        while b"\n" not in self.buf:
+            chunk = os.read(self.rfd, 1 << 16)
+            if not chunk:
+                raise EOFError("the judge went away")
+            self.buf += chunk
+        line, self.buf = self.buf.split(b"\n", 1)
+        return json.loads(line)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description="single-use candidate process")
+    ap.add_argument("--fd", type=int, required=True)
+    ap.add_argument("--scratch", required=True)
+    args = ap.parse_args(argv)
+    channel = Channel(args.fd)
+    import faulthandler
+    faulthandler.enable(file=sys.stderr, all_threads=False)
+    torch = core.torch_module()
+    import triton  # noqa: F401 - part of the warm-up: the candidate should not pay for it
+    worker = Worker(args.scratch)
+    channel.send({"ev": "hello", "pid": os.getpid(), "torch": torch.__version__})
+    while True:
+        try:
+            req = channel.recv()
+        except (EOFError, ValueError):
+            return 0
+        op = req.get("op")
+        try:
+            if op == "prepare":
+                reply = worker.op_prepare(req)
+            elif op == "load":
+                reply = worker.op_load(req)
+            elif op == "verify":
+                reply = worker.op_verify(req)
+            elif op == "time":
+                reply = worker.op_time(req, channel)
+            elif op == "calibrate":
+                reply = worker.op_time(req, channel, calibrate=True)
+            elif op == "exit":
+                return 0
+            else:
+                reply = {"ev": "error", "kind": "bad_request", "error": f"unknown op {op!r}"}
+        except core.CandidateError as exc:
+            reply = {"ev": "error", "kind": "poisoned" if exc.poisoned else "candidate_error", "error": str(exc),
+                     "traceback": exc.traceback_text}
+        except BaseException as exc:  # noqa: BLE001
+            import traceback
+            tb = traceback.format_exc()
+            reply = {"ev": "error", "kind": "poisoned" if core.is_poisoning(tb) else "harness_error",
+                     "error": f"{type(exc).__name__}: {exc}", "traceback": tb[-core.TAIL_CHARS:]}
+        with contextlib.suppress(Exception):
+            sys.stdout.flush()
+            sys.stderr.flush()
+        try:
+            channel.send(reply)
+        except OSError:
+            return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
