@@ -27,6 +27,8 @@ struct run_context {
   std::vector<std::string> device_names;
   std::string gpu_name;                 ///< specs key of the selected device ("" when GPU-less)
   env_map child_env;                    ///< our environment minus secrets; pinned per worker
+  /// argv before every candidate process (docs/sandbox.md); "{scratch}" is its writable directory.
+  std::vector<std::string> sandbox_prefix;
   double test_timeout_s = 30;
   std::string llm_record_dir;
   std::shared_ptr<llm_provider> llm;    ///< the LLM provider (recording wrapper included), built at start-up

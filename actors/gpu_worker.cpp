@@ -8,6 +8,7 @@
 
 #include "actors/actors.hpp"
 #include "platform/device/device_backend.hpp"
+#include "platform/gpu/specs.hpp"
 #include "platform/llm/extract.hpp"
 #include "platform/analysis/bottleneck.hpp"
 #include "platform/analysis/reflexion.hpp"
@@ -71,6 +72,14 @@ device_settings settings_for(const run_context& ctx, int device_id) {
   s.benchmark_warmup = static_cast<int>(ctx.cfg.benchmark_warmup);
   s.benchmark_repeat = static_cast<int>(ctx.cfg.benchmark_repeat);
   s.device_id = device_id;
+  s.dtype = ctx.cfg.dtype;
+  s.rtol = ctx.cfg.rtol.value_or(-1);
+  s.atol = ctx.cfg.atol.value_or(-1);
+  s.user_test = ctx.cfg.user_test;
+  s.user_test_timeout_s = ctx.cfg.user_test_timeout_s;
+  s.test_path = ctx.test_path;
+  s.sandbox_prefix = ctx.sandbox_prefix;
+  if (auto spec = find_gpu_specs(ctx.gpu_name)) s.peak_bandwidth_gbps = spec->peak_memory_bw_gbps;
   return s;
 }
 
@@ -86,6 +95,7 @@ evaluation to_message(const device_result& r) {
   e.error = r.error;
   e.failure_cause = r.failure_cause;
   e.code_hash = r.code_hash;
+  e.floor_pct = r.floor_pct >= 0 ? r.floor_pct : not_measured;
   e.stdout_tail = r.stdout_tail;
   e.stderr_tail = r.stderr_tail;
   e.wall_s = r.wall_s;
@@ -108,7 +118,9 @@ caf::behavior evaluator_actor(caf::event_based_actor* self, context_ptr ctx, int
         // fault (a broken run directory, say) and must fail this request, not the device session.
         try {
           std::lock_guard<std::mutex> device(device_mutex(device_id));
-          return to_message(st->backend->run({req.candidate_id, req.code, req.mode, req.work_dir}));
+          device_request dr{req.candidate_id, req.code, req.mode, req.work_dir};
+          dr.best_ms = req.best_ms;
+          return to_message(st->backend->run(dr));
         } catch (const std::exception& ex) {
           evaluation e;
           e.candidate_id = req.candidate_id;
@@ -330,7 +342,7 @@ caf::behavior candidate_actor(caf::event_based_actor* self, context_ptr ctx, can
                 return fail_verification(e);
               }
               st->attempt["passed_verification"] = true;
-              evaluate b{st->spec.id, st->code, "benchmark", st->spec.work_dir};
+              evaluate b{st->spec.id, st->code, "benchmark", st->spec.work_dir, st->spec.best_ms};
               self->request(evaluator, caf::infinite, b)
                   .then(
                       [=](const evaluation& be) {
@@ -341,6 +353,7 @@ caf::behavior candidate_actor(caf::event_based_actor* self, context_ptr ctx, can
                           return finish(false, be.failure_cause.empty() ? "benchmark" : be.failure_cause, be.error);
                         }
                         st->result.time_ms = be.time_ms;
+                        st->result.floor_pct = be.floor_pct;
                         st->result.code_hash = be.code_hash;
                         st->result.code = st->code;
                         st->attempt["time_after_ms"] = be.time_ms;

@@ -183,6 +183,7 @@ caf::behavior manager_actor(caf::event_based_actor* self, context_ptr ctx, caf::
     if (s["success"].get<bool>()) {
       s["best_ms"] = best->time_ms;
       s["best_program_id"] = best->id;
+      if (auto rec = st->db->get_program(best->id); rec && rec->floor_pct) s["best_floor_pct"] = *rec->floor_pct;
       rd.write_best_kernel(best->code);
       s["best_kernel_path"] = rd.best_kernel_path().string();
       if (st->initial > 0) s["speedup_vs_initial"] = st->initial / best->time_ms;
@@ -387,6 +388,16 @@ caf::behavior manager_actor(caf::event_based_actor* self, context_ptr ctx, caf::
     spec.eager_ms = st->eager;
     spec.num_bottlenecks = st->strategy->directions_needed();
     spec.history_json = history_json();
+    {
+      // user_test "best": the candidate runs test.py when it beats the best known now (a later best
+      // only lowers the bar, so nothing that can become the best skips the test).
+      auto b = st->strategy->best();
+      double best_ms = b && b->time_ms >= 0 ? b->time_ms : not_measured;
+      for (const auto& r : st->round_results)
+        if (r.time_ms >= 0 && (best_ms < 0 || r.time_ms < best_ms)) best_ms = r.time_ms;
+      if (best_ms < 0 && st->initial > 0) best_ms = st->initial;
+      spec.best_ms = best_ms;
+    }
     if (auto it = st->analysis.find(spec.parent_id); it != st->analysis.end()) spec.baseline_json = it->second.dump();
     st->inflight[spec.id] = {static_cast<int>(k), spec};
     store::program_update u;
@@ -523,6 +534,7 @@ caf::behavior manager_actor(caf::event_based_actor* self, context_ptr ctx, caf::
     if (ok) {
       u.status = store::program_status::verified;
       u.time_ms = res.time_ms;
+      if (res.floor_pct >= 0) u.floor_pct = res.floor_pct;
       if (st->initial > 0) u.speedup = st->initial / res.time_ms;
       // divergence_threshold (SPEC §4.3): a kernel that much slower than its parent stays recorded
       // and verified, but never becomes a parent.
@@ -664,7 +676,7 @@ caf::behavior manager_actor(caf::event_based_actor* self, context_ptr ctx, caf::
     const auto work_dir = (run_path / "candidates" / "initial").string();
     fs::create_directories(work_dir);
     const auto timeout = std::chrono::milliseconds(
-        static_cast<long>((ctx->test_timeout_s + 3 * ctx->cfg.benchmark_timeout_s) * 1000));
+        static_cast<long>((ctx->test_timeout_s + 3 * ctx->cfg.benchmark_timeout_s + ctx->cfg.user_test_timeout_s) * 1000));
     self->request(st->workers.front().actor, timeout, evaluate{"initial", ctx->input_code, "initial", work_dir})
         .then(
             [=](const evaluation& e) {
@@ -679,12 +691,15 @@ caf::behavior manager_actor(caf::event_based_actor* self, context_ptr ctx, caf::
                 u.error = e.error;
                 st->db->update_program("initial", u);
                 emit("error", {{"what", "initial kernel failed verification"}, {"error", e.error.substr(0, 2000)}});
+                if (e.failure_cause == store::failure_cause::user_test)
+                  return finish(false, "The starting kernel fails the kernel directory's own test: " + e.error.substr(0, 2000));
                 return finish(false, "Initial kernel failed correctness verification: " + e.error.substr(0, 300));
               }
               // The measured initial time is stored (SPEC §14 B.87): parents carry real times.
               st->initial = e.time_ms;
               u.status = store::program_status::verified;
               u.time_ms = e.time_ms;
+              if (e.floor_pct >= 0) u.floor_pct = e.floor_pct;
               st->db->update_program("initial", u);
               st->db->set_state_json(store::state_key::eager_ms, num_or_null(st->eager));
               st->db->set_state_json(store::state_key::compile_ms, num_or_null(st->compile));

@@ -40,13 +40,15 @@ def main(argv=None):
     ap.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float16", "float32"])
     ap.add_argument("--size", default=None, help="problem size variant (KAGENT_PROBLEM_SIZE), e.g. small")
     ap.add_argument("--mode", default="both", choices=["verify", "benchmark", "both", "hash"])
-    ap.add_argument("--trials", type=int, default=1, help="correctness trials (extra ones use new random inputs)")
+    ap.add_argument("--trials", type=int, default=3, help="correctness trials (extra ones use new random inputs)")
     ap.add_argument("--warmup", type=int, default=10, help="warm-up iterations (not timed)")
     ap.add_argument("--repeat", type=int, default=50, help="timed iterations")
     ap.add_argument("--targets", default="candidate,eager", help="comma list of candidate,eager,compile")
     ap.add_argument("--do-bench", action="store_true", help="also report triton.testing.do_bench")
     ap.add_argument("--cold", action="store_true", help="empty Triton cache and a cold-cost breakdown")
     ap.add_argument("--json", help="also write the result to this file")
+    ap.add_argument("--peak-gbps", type=float, default=None, help="device peak bandwidth, for the physics floor")
+    ap.add_argument("--sandbox-prefix", default="[]", help="JSON list: argv before the candidate process")
     args = ap.parse_args(argv)
 
     try:
@@ -75,6 +77,9 @@ def main(argv=None):
     t_req = time.perf_counter()
     cold = {"process_start_to_main_s": startup_s, "import_torch_triton_s": import_s}
     status = 1
+    import judge as judge_mod
+    log_dir = tempfile.mkdtemp(prefix="kagent-run-once-")
+    jd = judge_mod.Judge(log_dir)
     try:
         problem_path = os.path.abspath(args.problem)
         if os.path.isdir(problem_path):
@@ -89,41 +94,54 @@ def main(argv=None):
         banned = core.ban_check(source)
         if banned:
             raise core.CandidateError(banned)
+        key = core.sha256(source)
         t0 = time.perf_counter()
-        problem = core.Problem(problem_path, args.device, args.dtype, args.size)
+        # This process is the judge: the candidate runs in a worker process of its own, as in the
+        # warm server; "process" isolation only adds a fresh judge (and references) per candidate.
+        timeouts = {"start": 300.0, "verify": 300.0, "benchmark": 600.0}
+        jd.load(problem_path, args.device, args.dtype, args.size, 0, max(1, args.trials),
+                json.loads(args.sandbox_prefix), args.peak_gbps, 3, timeouts,
+                max(5, args.repeat))
         cold["load_problem_s"] = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        cand = core.load_candidate(kernel_path, source)
-        cold["import_candidate_s"] = time.perf_counter() - t0
         result = {}
-        if args.mode in ("verify", "both"):
+        if args.mode in ("verify", "both", "hash"):
             t0 = time.perf_counter()
-            result["verify"] = core.verify(problem, cand, trials=args.trials)
+            result["verify"] = jd.verify(source, key, None, None)
             cold["verify_s"] = time.perf_counter() - t0
             if not result["verify"]["passed"]:
                 reply.update(kind="mismatch", error=result["verify"]["error"])
+            elif jd.current is not None:
+                result["hash"] = jd.code_hash(source, jd.current[2])
         if args.mode in ("benchmark", "both") and "kind" not in reply:
             t0 = time.perf_counter()
+            problem = jd.problem
             warmup = int(problem.benchmark_config.get("warmup", args.warmup))
             repeat = int(problem.benchmark_config.get("repeat", args.repeat))
-            result["benchmark"] = core.benchmark(problem, cand, warmup=warmup, repeat=repeat,
-                                                 targets=[t for t in args.targets.split(",") if t],
-                                                 do_bench=args.do_bench)
+            targets = [t for t in args.targets.split(",") if t]
+            bench = {}
+            if "candidate" in targets:
+                bench = jd.benchmark(source, key, warmup, repeat, None, None)
+                bench.pop("_tails", None)
+            bench.update(jd.reference_timings([t for t in targets if t in ("eager", "compile")], warmup, repeat))
+            cand = bench.get("candidate", {}).get("median_ms")
+            for ref in ("eager", "compile"):
+                ref_ms = bench.get(ref, {}).get("median_ms")
+                if cand and ref_ms:
+                    bench[f"speedup_vs_{ref}"] = ref_ms / cand
+            result["benchmark"] = bench
             cold["benchmark_s"] = time.perf_counter() - t0
-        if args.mode == "hash":
-            core.call_candidate(problem, cand, problem.fresh_inputs())
-            core.synchronize(problem.device)
-            result["hash"] = core.code_hash(cand)
-        elif "kind" not in reply:
-            result["hash"] = core.code_hash(cand)
+        if "hash" not in result and "kind" not in reply:
+            result["hash"] = jd.code_hash(source, {})
         reply["result"] = result
         if "kind" not in reply:
             reply["ok"] = True
             status = 0
+    except judge_mod.IntegrityError as exc:
+        reply.update(kind="integrity", error=f"integrity: {exc}")
+    except judge_mod.WorkerGone as exc:
+        reply.update(kind="timeout" if exc.kind == "timeout" else "crashed", error=str(exc))
     except core.CandidateError as exc:
-        reply.update(kind="poisoned" if exc.poisoned else "candidate_error", error=str(exc),
-                     traceback=exc.traceback_text, poisoned=exc.poisoned)
-        status = 3 if exc.poisoned else 1
+        reply.update(kind="candidate_error", error=str(exc), traceback=exc.traceback_text)
     except Exception as exc:  # noqa: BLE001 - reported as JSON like the server does
         import traceback
         tb = traceback.format_exc()
@@ -131,6 +149,12 @@ def main(argv=None):
         reply.update(kind="poisoned" if poisoned else "harness_error", error=f"{type(exc).__name__}: {exc}",
                      traceback=tb[-core.TAIL_CHARS:], poisoned=poisoned)
         status = 3 if poisoned else 1
+    finally:
+        out, err = jd.finish_current()
+        jd.shutdown_workers()
+        import shutil
+        shutil.rmtree(log_dir, ignore_errors=True)
+    reply["stdout"], reply["stderr"] = out, err
     reply["timings"] = {"total_s": time.perf_counter() - t_req}
     if args.cold:
         cold["main_total_s"] = time.perf_counter() - T_MAIN

@@ -70,6 +70,7 @@ struct evaluate {
   std::string code;
   std::string mode;
   std::string work_dir;  ///< the candidate's directory; the child runs there
+  double best_ms = not_measured;  ///< the run's best when planned: user_test "best" runs test.py below it
 };
 
 struct evaluation {
@@ -81,8 +82,9 @@ struct evaluation {
   double eager_ms = not_measured;
   double compile_ms = not_measured;
   std::string error;            ///< what failed, for the record and for the next prompt
-  std::string failure_cause;    ///< verification, timeout, crash, banned, harness
+  std::string failure_cause;    ///< verification, timeout, crash, banned, harness, integrity, user_test
   std::string code_hash;
+  double floor_pct = not_measured;  ///< physics floor / time, in % (100: at the hardware limit)
   std::string stdout_tail;
   std::string stderr_tail;
   double wall_s = 0;
@@ -145,6 +147,7 @@ struct candidate_spec {
   int32_t num_bottlenecks = 1;  ///< directions the strategy fans out (SPEC §14 B.83)
   int32_t worker_id = -1;       ///< the manager's worker slot (attempt records, SPEC §14 B.90)
   bool synthetic = false;       ///< set by the gpu worker: its session is in synthetic mode
+  double best_ms = not_measured;  ///< the run's best time when this candidate was planned
 };
 
 struct candidate_result {
@@ -165,6 +168,7 @@ struct candidate_result {
   std::string profile_json;     ///< SOL profile of the new kernel {"metrics", "roofline"}; "" = none
   double device_s = 0;          ///< time this candidate held the device (verify, benchmark, profile)
   double llm_s = 0;             ///< time spent waiting for LLM replies
+  double floor_pct = not_measured;  ///< achieved fraction of the physics floor, in %
 };
 /// A parent's analysis for the manager's baseline cache: one profile, one bottleneck analysis asking
 /// for `num_bottlenecks` directions, shared by every candidate that expands the parent.
@@ -208,13 +212,13 @@ typename I::result_type inspect(I& f, completion& x) {
 }
 template <class I>
 typename I::result_type inspect(I& f, evaluate& x) {
-  return f(caf::meta::type_name("evaluate"), x.candidate_id, x.code, x.mode, x.work_dir);
+  return f(caf::meta::type_name("evaluate"), x.candidate_id, x.code, x.mode, x.work_dir, x.best_ms);
 }
 template <class I>
 typename I::result_type inspect(I& f, evaluation& x) {
   return f(caf::meta::type_name("evaluation"), x.candidate_id, x.verified, x.benchmarked, x.time_ms,
-           x.time_spread_pct, x.eager_ms, x.compile_ms, x.error, x.failure_cause, x.code_hash, x.stdout_tail,
-           x.stderr_tail, x.wall_s);
+           x.time_spread_pct, x.eager_ms, x.compile_ms, x.error, x.failure_cause, x.code_hash, x.floor_pct,
+           x.stdout_tail, x.stderr_tail, x.wall_s);
 }
 template <class I>
 typename I::result_type inspect(I& f, profile& x) {
@@ -235,13 +239,13 @@ template <class I>
 typename I::result_type inspect(I& f, candidate_spec& x) {
   return f(caf::meta::type_name("candidate_spec"), x.id, x.parent_id, x.round, x.bottleneck_id, x.sample_idx,
            x.model, x.parent_code, x.parent_time_ms, x.eager_ms, x.history_json, x.work_dir, x.baseline_json,
-           x.num_bottlenecks, x.worker_id, x.synthetic);
+           x.num_bottlenecks, x.worker_id, x.synthetic, x.best_ms);
 }
 template <class I>
 typename I::result_type inspect(I& f, candidate_result& x) {
   return f(caf::meta::type_name("candidate_result"), x.candidate_id, x.parent_id, x.round, x.gpu_id, x.ok, x.code,
            x.time_ms, x.error, x.failure_cause, x.code_hash, x.bottleneck, x.model, x.attempt_json,
-           x.reflexion_json, x.profile_json, x.device_s, x.llm_s);
+           x.reflexion_json, x.profile_json, x.device_s, x.llm_s, x.floor_pct);
 }
 template <class I>
 typename I::result_type inspect(I& f, analyze_parent& x) {

@@ -82,12 +82,13 @@ class Server(unittest.TestCase):
         self.assertTrue(ok["ok"], ok)
         self.assertTrue(ok["result"]["passed"])
 
-        chatty = s.request(op="verify", code="import sys, os\n"
+        chatty = s.request(op="verify", code=support.read(os.path.join(support.MATVEC, "input.py")).replace(
+                           "def kernel_function(A, B):\n",
                            "def kernel_function(A, B):\n"
+                           "    import sys, os\n"
                            "    print('to stdout')\n"
                            "    os.write(1, b'raw fd 1\\n')\n"
-                           "    print('to stderr', file=sys.stderr)\n"
-                           "    return (A.float() * B.float().T).sum(1, keepdim=True).to(A.dtype)\n")
+                           "    print('to stderr', file=sys.stderr)\n"))
         self.assertTrue(chatty["ok"], chatty)
         self.assertIn("to stdout", chatty["stdout"])
         self.assertIn("raw fd 1", chatty["stdout"])
@@ -97,9 +98,14 @@ class Server(unittest.TestCase):
         self.assertFalse(banned["ok"])
         self.assertTrue(banned["error"].startswith("Disallowed PyTorch usage detected: "), banned["error"])
 
+        # No Triton launch at all: rejected as a cheat before its values are even looked at.
         wrong = s.request(op="verify", code="def kernel_function(A, B):\n    return A[:, :1] * 0\n")
-        self.assertEqual(wrong["kind"], "mismatch")
-        self.assertTrue(wrong["error"].startswith("FAIL: max difference = "))
+        self.assertEqual(wrong["kind"], "integrity")
+        self.assertIn("torch compute op aten::mul", wrong["error"])
+        zeros = s.request(op="verify", code=support.read(os.path.join(support.ROOT, "tests", "cheats", "matvec",
+                                                                       "zeros.py")))
+        self.assertEqual(zeros["kind"], "mismatch")
+        self.assertIn("constant", zeros["error"])
 
         raised = s.request(op="verify", code="def kernel_function(A, B):\n    raise KeyError('nope')\n")
         self.assertEqual(raised["kind"], "candidate_error")
@@ -111,23 +117,26 @@ class Server(unittest.TestCase):
         self.assertEqual(bench["result"]["candidate"]["n"], 2)
         self.assertIn("speedup_vs_eager", bench["result"])
         h = s.request(op="hash", path=os.path.join(support.MATVEC, "input.py"))
-        self.assertEqual((h["ok"], h["result"]["kind"]), (True, "source"))
+        self.assertEqual(h["ok"], True)
+        self.assertTrue(h["result"]["kind"].startswith("source"), h)
 
         self.assertTrue(s.request(op="ping")["ok"])  # still alive after all of that
         poisoned = s.request(op="verify", code="def kernel_function(A, B):\n    raise RuntimeError("
                              "'CUDA error: an illegal memory access was encountered')\n")
-        self.assertTrue(poisoned["poisoned"])
-        self.assertEqual(poisoned["kind"], "poisoned")
-        self.assertEqual(s.proc.wait(timeout=30), 3)
+        # A device fault is the candidate's own process's: the judge's context is untouched.
+        self.assertFalse(poisoned["poisoned"])
+        self.assertEqual(poisoned["kind"], "candidate_poisoned")
+        self.assertTrue(s.request(op="ping")["ok"])
 
-    def test_segfaulting_candidate_kills_only_the_server(self):
+    def test_segfaulting_candidate_kills_only_its_own_process(self):
         self.load_matvec()
         reply = self.server.request(op="verify", code="import ctypes\ndef kernel_function(A, B):\n"
                                     "    return ctypes.string_at(0)\n")
-        self.assertIsNone(reply)  # the connection closed without a reply
-        self.assertEqual(self.server.proc.wait(timeout=30), -signal.SIGSEGV)
-        with open(os.path.join(self.tmp.name, "request.stderr")) as f:
-            self.assertIn("Segmentation fault", f.read())
+        self.assertEqual(reply["kind"], "crashed", reply)
+        self.assertIn("signal 11", reply["error"])
+        self.assertIn("Segmentation fault", reply["stderr"])
+        ok = self.server.request(op="verify", path=os.path.join(support.MATVEC, "input.py"))
+        self.assertTrue(ok["ok"], ok)
 
     def test_shutdown(self):
         self.assertTrue(self.server.request(op="shutdown")["ok"])
@@ -151,7 +160,8 @@ class RunOnce(unittest.TestCase):
 
     def test_failing_candidate_exits_1(self):
         with tempfile.TemporaryDirectory() as tmp:
-            path = support.write(tmp, "kernel.py", "def kernel_function(A, B):\n    return A[:, :1] * 0\n")
+            path = support.write(tmp, "kernel.py", support.read(os.path.join(support.ROOT, "tests", "cheats",
+                                                                             "matvec", "zeros.py")))
             rc, reply = self.run_once("--kernel", path, "--mode", "verify")
         self.assertEqual(rc, 1)
         self.assertEqual(reply["kind"], "mismatch")

@@ -33,6 +33,71 @@ void keep_in_run_dir(env_map& env, const device_settings& s) {
   if (!env.count("TRITON_CACHE_DIR")) env["TRITON_CACHE_DIR"] = (dir / "triton_cache").string();
 }
 
+// "{scratch}" in a sandbox prefix names the directory a sandboxed process may write.
+std::vector<std::string> with_scratch(const std::vector<std::string>& prefix, const std::string& dir) {
+  std::vector<std::string> out;
+  for (auto a : prefix) {
+    for (auto pos = a.find("{scratch}"); pos != std::string::npos; pos = a.find("{scratch}", pos + dir.size()))
+      a.replace(pos, 9, dir);
+    out.push_back(std::move(a));
+  }
+  return out;
+}
+
+// The kernel directory's own test.py, the way the original pipeline runs it: a fresh process in a
+// directory holding the candidate as kernel.py, exit 0 and "PASS". The candidate it imports is
+// untrusted, so it runs in the sandbox like every candidate process.
+bool run_user_test(const device_settings& s, const env_map& env, const std::string& code, const fs::path& work_dir,
+                   device_result& e) {
+  if (s.test_path.empty()) return true;
+  const auto dir = work_dir / "user_test";
+  std::error_code ec;
+  fs::remove_all(dir, ec);
+  fs::create_directories(dir / "tmp");
+  store::write_file_atomic(dir / "kernel.py", code);
+  process_spec p;
+  p.argv = with_scratch(s.sandbox_prefix, dir.string());
+  p.argv.insert(p.argv.end(), {s.python, s.test_path});
+  p.env = env;
+  (*p.env)["TMPDIR"] = (dir / "tmp").string();
+  (*p.env)["TRITON_CACHE_DIR"] = (dir / "triton").string();
+  p.cwd = dir.string();
+  p.timeout = std::chrono::milliseconds(static_cast<long>(s.user_test_timeout_s * 1000));
+  const auto r = run_process(p);
+  const std::string output = r.out + (r.err.empty() ? "" : "\n--- stderr ---\n" + r.err);
+  store::write_file_atomic(work_dir / "user_test.log",
+                           fmt::format("$ {} {}\n{}\n[{}]\n", s.python, s.test_path, output, r.describe()));
+  fs::remove_all(dir / "triton", ec);
+  fs::remove_all(dir / "tmp", ec);
+  e.wall_s += r.wall_s;
+  if (r.ok() && r.out.find("PASS") != std::string::npos) {
+    e.user_tested = true;
+    return true;
+  }
+  e.failure_cause = "user_test";
+  e.error = fmt::format("the kernel directory's test.py failed ({}{}): {}", r.describe(),
+                        r.ok() ? ", no PASS in its output" : "", tail_text(output, 1500));
+  e.stdout_tail = tail_text(r.out, 4000);
+  e.stderr_tail = tail_text(r.err, 4000);
+  return false;
+}
+
+bool wants_user_test(const device_settings& s, const device_request& req, double time_ms) {
+  if (s.user_test == "never" || s.test_path.empty()) return false;
+  if (req.mode == "initial" || s.user_test == "every") return true;
+  return req.best_ms < 0 || time_ms < req.best_ms;  // "best": only a candidate that may become the best
+}
+
+// The failure cause of a reply that arrived (the harness's "kind").
+std::string cause_of_kind(const nlohmann::json& body, const char* otherwise) {
+  const auto kind = body.is_object() ? body.value("kind", std::string{}) : std::string{};
+  if (kind == "integrity") return "integrity";
+  if (kind == "timeout") return "timeout";
+  if (kind == "crashed" || kind == "candidate_poisoned" || kind == "poisoned") return "crash";
+  if (kind == "harness_error") return "harness";
+  return otherwise;
+}
+
 // SPEC §12.3 noop: verification always passes, the benchmark answers 1.0 ms, references unmeasured.
 class noop_backend final : public device_backend {
 public:
@@ -63,6 +128,7 @@ public:
     o.log_dir = (fs::path(s.run_path) / "workers" / fmt::format("gpu{}", s.device_id)).string();
     fs::create_directories(o.log_dir);
     device_ = cpu ? "cpu" : "cuda";
+    env_ = o.env;
     client_ = std::make_unique<evaluator_client>(std::move(o));
   }
 
@@ -74,6 +140,11 @@ public:
     const auto verify_timeout = std::chrono::milliseconds(static_cast<long>(s_.test_timeout_s * 1000));
     const auto bench_timeout = std::chrono::milliseconds(static_cast<long>(s_.benchmark_timeout_s * 1000));
     nlohmann::json base{{"code", req.code}, {"workdir", req.work_dir}};
+    if (s_.rtol >= 0) base["rtol"] = s_.rtol;
+    if (s_.atol >= 0) base["atol"] = s_.atol;
+    if (req.mode == "initial" && wants_user_test(s_, req, -1) &&
+        !run_user_test(s_, env_, req.code, req.work_dir.empty() ? fs::path(s_.run_path) : fs::path(req.work_dir), e))
+      return finish(e, t0);
     if (req.mode == "verify" || req.mode == "initial") {
       auto r = client_->request(merged(base, {{"op", "verify"}}), verify_timeout);
       take_output(e, r);
@@ -83,6 +154,7 @@ public:
                       ? r.body["result"]["error"].get<std::string>()
                       : r.error();
         e.failure_cause = cause_of(r, "verification");
+        if (r.failure == evaluator_failure::none) e.failure_cause = cause_of_kind(r.body, "verification");
         if (e.error.rfind("Disallowed PyTorch usage", 0) == 0) e.failure_cause = "banned";
         return finish(e, t0);
       }
@@ -100,9 +172,11 @@ public:
       if (!r.ok()) {
         e.error = r.error();
         e.failure_cause = cause_of(r, "benchmark");
+        if (r.failure == evaluator_failure::none) e.failure_cause = cause_of_kind(r.body, "benchmark");
         return finish(e, t0);
       }
       const auto& res = r.body["result"];
+      if (res.contains("floor_ms") && res["floor_ms"].is_number()) e.floor_ms = res["floor_ms"].get<double>();
       auto median = [&](const char* k) {
         if (res.contains(k) && res[k].is_object() && res[k].contains("median_ms") && res[k]["median_ms"].is_number())
           return res[k]["median_ms"].get<double>();
@@ -122,8 +196,14 @@ public:
         e.failure_cause = "benchmark";
         return finish(e, t0);
       }
+      if (e.floor_ms > 0 && e.time_ms > 0) e.floor_pct = e.floor_ms / e.time_ms * 100.0;
       auto h = client_->request(merged(base, {{"op", "hash"}}), bench_timeout);
       if (h.ok() && h.body["result"].contains("hash")) e.code_hash = h.body["result"]["hash"].get<std::string>();
+      if (req.mode == "benchmark" && wants_user_test(s_, req, e.time_ms) &&
+          !run_user_test(s_, env_, req.code, req.work_dir.empty() ? fs::path(s_.run_path) : fs::path(req.work_dir), e)) {
+        e.benchmarked = false;
+        return finish(e, t0);
+      }
     }
     if (e.code_hash.empty()) e.code_hash = store::sha256_hex(req.code);
     return finish(e, t0);
@@ -157,7 +237,19 @@ private:
     return e;
   }
   bool load(device_result& e) {
-    nlohmann::json req{{"op", "load_problem"}, {"problem", s_.problem_path}, {"device", device_}};
+    nlohmann::json req{{"op", "load_problem"},
+                       {"problem", s_.problem_path},
+                       {"device", device_},
+                       {"dtype", s_.dtype},
+                       {"trials", s_.trials},
+                       {"samples", s_.timed_samples},
+                       {"sandbox_prefix", s_.sandbox_prefix},
+                       {"calibrate_repeat", s_.benchmark_repeat},
+                       // The judge's own deadlines sit inside ours, so it can report which step hung.
+                       {"start_timeout_s", std::max(30.0, s_.benchmark_timeout_s)},
+                       {"verify_timeout_s", std::max(1.0, s_.test_timeout_s - 1.0)},
+                       {"benchmark_timeout_s", std::max(1.0, s_.benchmark_timeout_s - 1.0)}};
+    if (s_.peak_bandwidth_gbps > 0) req["peak_gbps"] = s_.peak_bandwidth_gbps;
     if (device_ == "cpu") req["size"] = "small";
     auto r = client_->request(req, std::chrono::milliseconds(static_cast<long>(s_.benchmark_timeout_s * 1000)));
     if (!r.ok()) {
@@ -172,6 +264,7 @@ private:
 
   device_settings s_;
   std::string device_;
+  env_map env_;
   std::unique_ptr<evaluator_client> client_;
   bool loaded_ = false;
 };
@@ -201,7 +294,10 @@ public:
     p.argv = {s_.python, s_.install_root + "/harness/run_once.py", "--problem", s_.problem_path,
               "--kernel", kernel.string(), "--device", cpu_ ? "cpu" : "cuda",
               "--warmup", std::to_string(static_cast<int>(s_.benchmark_warmup)),
-              "--repeat", std::to_string(static_cast<int>(s_.benchmark_repeat)), "--json", out.string()};
+              "--repeat", std::to_string(static_cast<int>(s_.benchmark_repeat)), "--json", out.string(),
+              "--dtype", s_.dtype, "--trials", std::to_string(s_.trials),
+              "--sandbox-prefix", nlohmann::json(s_.sandbox_prefix).dump()};
+    if (s_.peak_bandwidth_gbps > 0) p.argv.insert(p.argv.end(), {"--peak-gbps", fmt::format("{}", s_.peak_bandwidth_gbps)});
     double timeout_s = s_.test_timeout_s;
     if (req.mode == "verify") {
       p.argv.insert(p.argv.end(), {"--mode", "verify"});
@@ -230,6 +326,7 @@ public:
     if (!j.value("ok", false)) {
       e.error = j.value("error", std::string{"run_once.py reported a failure"});
       e.failure_cause = j.value("poisoned", false) ? "crash" : (req.mode == "benchmark" ? "benchmark" : "verification");
+      e.failure_cause = cause_of_kind(j, e.failure_cause.c_str());
       if (e.error.rfind("Disallowed PyTorch usage", 0) == 0) e.failure_cause = "banned";
       return e;
     }
@@ -249,6 +346,16 @@ public:
     if (res.contains("hash") && res["hash"].is_object() && res["hash"].contains("hash"))
       e.code_hash = res["hash"]["hash"].get<std::string>();
     if (e.code_hash.empty()) e.code_hash = store::sha256_hex(req.code);
+    if (res.contains("benchmark") && res["benchmark"].contains("floor_ms") && res["benchmark"]["floor_ms"].is_number()) {
+      e.floor_ms = res["benchmark"]["floor_ms"].get<double>();
+      if (e.time_ms > 0) e.floor_pct = e.floor_ms / e.time_ms * 100.0;
+    }
+    if ((req.mode == "benchmark" && wants_user_test(s_, req, e.time_ms)) || (req.mode == "initial" && wants_user_test(s_, req, -1))) {
+      if (!run_user_test(s_, env_, req.code, dir, e)) {
+        e.benchmarked = false;
+        e.verified = req.mode != "initial" && e.verified;
+      }
+    }
     return e;
   }
 

@@ -7,6 +7,7 @@
 //   process  a fresh harness/run_once.py per request (isolation: process)
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "platform/common/env.hpp"
 
@@ -27,15 +28,28 @@ struct device_settings {
   int benchmark_warmup = 25;   ///< harness iterations
   int benchmark_repeat = 100;
   int device_id = 0;
+  // The trusted evaluation (docs/harness.md "Threat model").
+  std::string dtype = "bfloat16";   ///< the harness's check
+  double rtol = -1, atol = -1;      ///< < 0: the dtype's default
+  int trials = 3;                   ///< input sets (seeds) every candidate is verified on
+  int timed_samples = 3;            ///< timed calls whose outputs are checked too
+  double peak_bandwidth_gbps = 0;   ///< the device's, for the physics floor; 0: no floor
+  std::vector<std::string> sandbox_prefix;  ///< argv before every candidate process ("{scratch}" = its directory)
+  std::string user_test = "best";   ///< best, every, never: when the kernel directory's test.py runs
+  double user_test_timeout_s = 300;
+  std::string test_path;            ///< the kernel directory's test.py
 };
 
-/// mode: "verify", "benchmark" (candidate only) or "initial" (verify, then candidate, eager and
-/// torch.compile timings).
+/// mode: "verify", "benchmark" (candidate only) or "initial" (the user's test.py unless user_test is
+/// never, verify, then candidate, eager and torch.compile timings).
 struct device_request {
   std::string candidate_id;
   std::string code;
   std::string mode;
   std::string work_dir;        ///< the candidate's directory; the child runs there
+  /// The run's best time when the candidate was planned (< 0: none yet). With user_test: best, a
+  /// benchmark faster than this runs the kernel directory's test.py before it may become the best.
+  double best_ms = -1;
 };
 
 /// Times < 0 are "not measured".
@@ -48,8 +62,11 @@ struct device_result {
   double eager_ms = -1;
   double compile_ms = -1;
   std::string error;           ///< what failed, for the record and for the next prompt
-  std::string failure_cause;   ///< verification, benchmark, timeout, crash, banned, harness
+  std::string failure_cause;   ///< verification, benchmark, timeout, crash, banned, harness, integrity, user_test
   std::string code_hash;
+  double floor_ms = -1;        ///< bytes moved over peak bandwidth (< 0: unknown)
+  double floor_pct = -1;       ///< floor_ms / time_ms in % (100: at the hardware limit)
+  bool user_tested = false;    ///< test.py ran and passed
   std::string stdout_tail;
   std::string stderr_tail;
   double wall_s = 0;

@@ -44,7 +44,8 @@ CREATE TABLE IF NOT EXISTS programs (
   speedup         REAL,
   analysis_mode   TEXT,
   created_at      TEXT NOT NULL,
-  updated_at      TEXT NOT NULL
+  updated_at      TEXT NOT NULL,
+  floor_pct       REAL
 );
 CREATE INDEX IF NOT EXISTS programs_by_hash ON programs(code_hash);
 CREATE INDEX IF NOT EXISTS programs_by_status_time ON programs(status, time_ms);
@@ -111,7 +112,7 @@ CREATE TABLE IF NOT EXISTS llm_calls (
 constexpr const char* program_columns =
     "id, seq, parent_id, round, worker, gpu_id, status, code, time_ms, error, failure_cause, "
     "code_hash, bottleneck, model, compute_sol_pct, memory_sol_pct, sol_pct, speedup, "
-    "analysis_mode, created_at";
+    "analysis_mode, created_at, floor_pct";
 
 constexpr const char* attempt_columns =
     "seq, round_num, worker_id, program_id, bottleneck_category, root_cause, recommended_fix, "
@@ -259,6 +260,7 @@ program_record read_program(const statement& s) {
   p.speedup = s.opt_double(17);
   p.analysis_mode = s.opt_text(18);
   p.created_at = s.text(19);
+  p.floor_pct = s.opt_double(20);
   return p;
 }
 
@@ -544,6 +546,17 @@ program_db program_db::open(const fs::path& path, mode m) {
       sqlite3_exec(raw, "ROLLBACK", nullptr, nullptr, nullptr);
       throw;
     }
+  } else if (version == 1) {
+    // Version 2 added the achieved fraction of the physics floor; a resumed older run gains it.
+    db.exec("BEGIN IMMEDIATE");
+    try {
+      db.exec("ALTER TABLE programs ADD COLUMN floor_pct REAL");
+      db.exec(fmt::format("PRAGMA user_version={}", schema_version).c_str());
+      db.exec("COMMIT");
+    } catch (...) {
+      sqlite3_exec(raw, "ROLLBACK", nullptr, nullptr, nullptr);
+      throw;
+    }
   }
   return db;
 }
@@ -622,6 +635,7 @@ void program_db::update_program(const std::string& id, const program_update& u) 
   col("sol_pct", u.sol_pct.has_value());
   col("speedup", u.speedup.has_value());
   col("analysis_mode", u.analysis_mode.has_value());
+  col("floor_pct", u.floor_pct.has_value());
   col("worker", u.worker.has_value());
   col("gpu_id", u.gpu_id.has_value());
   sql += fmt::format("updated_at = ?{} WHERE id = ?{}", n + 1, n + 2);
@@ -645,6 +659,7 @@ void program_db::update_program(const std::string& id, const program_update& u) 
   bind_if(u.sol_pct);
   bind_if(u.speedup);
   bind_if(u.analysis_mode);
+  bind_if(u.floor_pct);
   bind_if(u.worker);
   bind_if(u.gpu_id);
   s.bind(i++, iso_utc_now());

@@ -38,6 +38,8 @@ inline constexpr const char* llm = "llm";
 inline constexpr const char* no_code = "no_code";
 inline constexpr const char* duplicate = "duplicate";
 inline constexpr const char* benchmark = "benchmark";
+inline constexpr const char* integrity = "integrity";  ///< a cheat seen by the trusted evaluation
+inline constexpr const char* user_test = "user_test";  ///< the kernel directory's own test.py failed
 }  // namespace failure_cause
 
 /// run_state keys the runtime uses, so the manager that writes them and the --resume path that
@@ -82,6 +84,7 @@ struct program_record {
   std::optional<double> sol_pct;           ///< combined SOL %
   std::optional<double> speedup;           ///< vs the initial kernel, when both times are known
   std::optional<std::string> analysis_mode;  ///< "profiled" / "synthetic"
+  std::optional<double> floor_pct;         ///< physics floor / measured time, in %
   std::string created_at;                  ///< ISO-8601 UTC; filled by insert_program when empty
   std::int64_t seq = 0;                    ///< insertion order (read-only; set by the database)
 };
@@ -101,6 +104,7 @@ struct program_update {
   std::optional<double> sol_pct{};
   std::optional<double> speedup{};
   std::optional<std::string> analysis_mode{};
+  std::optional<double> floor_pct{};         ///< physics floor / measured time, in % (100: at the hardware limit)
   std::optional<int> worker{};               ///< set when a planned candidate is dispatched
   std::optional<int> gpu_id{};
 };
@@ -200,7 +204,7 @@ public:
   enum class mode { read_write, read_only };
 
   /// Current schema version (PRAGMA user_version).
-  static constexpr int schema_version = 1;
+  static constexpr int schema_version = 2;
 
   /// Opens `path`, creating the file and schema in read_write mode. Sets WAL mode, a busy timeout
   /// and full synchronous commits. Throws run_error naming the path when the file cannot be opened,
