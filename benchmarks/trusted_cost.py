@@ -1,0 +1,200 @@
+#!/usr/bin/env python3
+"""What trust costs per candidate, measured side by side in one process and one session:
+
+  before   the former warm evaluator: candidate imported, verified (1 input set) and timed inside the
+           process that holds the references (harness_core.verify / benchmark, in process);
+  after    the trusted judge (harness/judge.py): a pre-warmed single-use worker per candidate, 3 input
+           sets, sampled timed calls with changing inputs, wall-clock bound, physics floor;
+  sandbox  the same judge with every worker inside bubblewrap (--bwrap PATH);
+
+plus the agreement of the judge's median with triton.testing.do_bench on the same kernels, and the
+verdict of every kernel of the cheat corpus. "steady" is the per-candidate verify+benchmark wall
+time when the next worker had time to warm up (as behind an LLM call); "back-to-back" counts the
+wait for it too.
+
+Usage: benchmarks/trusted_cost.py --kernel-dir examples/optimize_01_matvec --candidates benchmarks/h200/replay_matvec
+           [--device cuda] [--size small] [--cheats tests/cheats/matvec] [--bwrap PATH] [--peak-gbps 4800]
+"""
+import argparse
+import json
+import os
+import pathlib
+import re
+import statistics
+import sys
+import tempfile
+import time
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "harness"))
+
+
+def extract(md):
+    m = re.search(r"```python\n(.*?)```", md, re.S)
+    return m.group(1) if m else md
+
+
+def candidates(directory):
+    out = []
+    for p in sorted(pathlib.Path(directory).glob("optimize_*.md")):
+        code = extract(p.read_text())
+        if "kernel_function" in code:
+            out.append((p.name, code))
+    return out
+
+
+def bwrap_prefix(bwrap):
+    devs = [f"/dev/{d}" for d in sorted(os.listdir("/dev")) if d.startswith(("nvidia", "dri", "kfd"))]
+    pre = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev"]
+    for d in devs:
+        pre += ["--dev-bind", d, d]
+    if os.path.isdir("/dev/shm"):
+        pre += ["--bind", "/dev/shm", "/dev/shm"]
+    pre += ["--proc", "/proc", "--tmpfs", "/tmp", "--bind", "{scratch}", "{scratch}", "--unshare-pid",
+            "--unshare-net", "--die-with-parent", "--new-session", "--"]
+    return pre
+
+
+def med(xs):
+    return statistics.median(xs) if xs else float("nan")
+
+
+def run_before(core, problem_path, device, size, cands, warmup, repeat, tmp):
+    problem = core.Problem(problem_path, device, "bfloat16", size, 0)
+    rows = {}
+    for name, code in cands:
+        path = os.path.join(tmp, f"before_{name}.py")
+        with open(path, "w") as f:
+            f.write(code)
+        t0 = time.perf_counter()
+        try:
+            cand = core.load_candidate(path, code)
+            v = core.verify(problem, cand, trials=1)
+            ms = None
+            if v["passed"]:
+                b = core.benchmark(problem, cand, warmup=warmup, repeat=repeat, targets=["candidate"])
+                ms = b["candidate"]["median_ms"]
+            wall = time.perf_counter() - t0
+            db = None
+            if v["passed"] and device.startswith("cuda"):
+                import triton.testing
+                inputs = problem.fresh_inputs()
+                args, kwargs = core.bind_arguments(cand.fn, inputs, problem.named)
+                db = float(triton.testing.do_bench(lambda: cand.fn(*args, **kwargs), warmup=25, rep=100,
+                                                   return_mode="median"))
+            rows[name] = {"wall_s": wall if v["passed"] else time.perf_counter() - t0, "passed": v["passed"],
+                          "median_ms": ms, "do_bench_ms": db}
+        except Exception as exc:  # noqa: BLE001
+            rows[name] = {"wall_s": time.perf_counter() - t0, "passed": False, "error": repr(exc)[:200]}
+        core.release()
+    del problem
+    core.release()
+    return rows
+
+
+def run_judge(judge_mod, core, problem_path, device, size, cands, warmup, repeat, prefix, peak, steady):
+    log = tempfile.mkdtemp(prefix="kagent-trusted-cost-")
+    jd = judge_mod.Judge(log)
+    timeouts = {"start": 600.0, "verify": 600.0, "benchmark": 600.0}
+    t0 = time.perf_counter()
+    jd.load(problem_path, device, "bfloat16", size, 0, 3, prefix, peak, 3, timeouts, repeat)
+    load_s = time.perf_counter() - t0
+    rows = {}
+    for name, code in cands:
+        if steady and jd.spare is not None:
+            jd.ready(jd.spare)  # the LLM's think time: the next worker is warm before the candidate arrives
+        key = core.sha256(code)
+        t0 = time.perf_counter()
+        row = {}
+        try:
+            v = jd.verify(code, key, None, None)
+            row["passed"] = v["passed"]
+            if v["passed"]:
+                b = jd.benchmark(code, key, warmup, repeat, None, None)
+                row["median_ms"] = b["candidate"]["median_ms"]
+                row["floor_pct"] = (b.get("floor_fraction") or 0) * 100
+            else:
+                row["error"] = (v.get("error") or "")[:160]
+                jd.finish_current()
+        except Exception as exc:  # noqa: BLE001 - a cheat or a failure: its reason is the result
+            jd.finish_current()
+            row["passed"] = False
+            row["error"] = f"{type(exc).__name__}: {exc}"[:220]
+        row["wall_s"] = time.perf_counter() - t0
+        rows[name] = row
+        jd.idle()
+    jd.shutdown_workers()
+    return load_s, rows
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--kernel-dir", required=True)
+    ap.add_argument("--candidates", required=True)
+    ap.add_argument("--device", default="cuda")
+    ap.add_argument("--size", default=None)
+    ap.add_argument("--cheats", default=None)
+    ap.add_argument("--bwrap", default=None)
+    ap.add_argument("--peak-gbps", type=float, default=None)
+    ap.add_argument("--warmup", type=int, default=25)
+    ap.add_argument("--repeat", type=int, default=100)
+    ap.add_argument("--json", default=None)
+    a = ap.parse_args()
+    if a.device == "cpu":
+        os.environ["TRITON_INTERPRET"] = "1"
+        a.size = a.size or "small"
+    if a.size:
+        os.environ["KAGENT_PROBLEM_SIZE"] = a.size
+    import harness_core as core
+    import judge as judge_mod
+    problem = os.path.join(os.path.abspath(a.kernel_dir), "problem.py")
+    cands = [("input.py", open(os.path.join(a.kernel_dir, "input.py")).read())] + candidates(a.candidates)
+    tmp = tempfile.mkdtemp()
+    report = {"kernel_dir": a.kernel_dir, "device": a.device, "warmup": a.warmup, "repeat": a.repeat}
+    report["before"] = run_before(core, problem, a.device, a.size, cands, a.warmup, a.repeat, tmp)
+    report["after_load_s"], report["after_steady"] = run_judge(judge_mod, core, problem, a.device, a.size, cands,
+                                                               a.warmup, a.repeat, [], a.peak_gbps, True)
+    _, report["after_back_to_back"] = run_judge(judge_mod, core, problem, a.device, a.size, cands, a.warmup,
+                                                a.repeat, [], a.peak_gbps, False)
+    if a.bwrap:
+        _, report["sandbox_steady"] = run_judge(judge_mod, core, problem, a.device, a.size, cands, a.warmup,
+                                                a.repeat, bwrap_prefix(a.bwrap), a.peak_gbps, True)
+    if a.cheats:
+        corpus = [(p.name, p.read_text()) for p in sorted(pathlib.Path(a.cheats).glob("*.py"))]
+        _, report["cheats"] = run_judge(judge_mod, core, problem, a.device, a.size, corpus, a.warmup, a.repeat,
+                                        bwrap_prefix(a.bwrap) if a.bwrap else [], a.peak_gbps, True)
+
+    print(f"== {a.kernel_dir} on {a.device} (warmup {a.warmup}, repeat {a.repeat}) ==")
+    keys = ["before", "after_steady", "after_back_to_back"] + (["sandbox_steady"] if a.bwrap else [])
+    print(f"{'candidate':16} " + " ".join(f"{k:>20}" for k in keys) + f" {'before ms':>10} {'after ms':>10} "
+          f"{'do_bench':>10} {'floor %':>8}")
+    for name, _ in cands:
+        b = report["before"].get(name, {})
+        s = report["after_steady"].get(name, {})
+        cells = []
+        for k in keys:
+            r = report[k].get(name, {})
+            cells.append(f"{r.get('wall_s', float('nan')):>9.3f}s {'ok' if r.get('passed') else 'FAIL':>4}")
+        print(f"{name:16} " + " ".join(f"{c:>20}" for c in cells) +
+              f" {b.get('median_ms') or float('nan'):>10.4f} {s.get('median_ms') or float('nan'):>10.4f}"
+              f" {b.get('do_bench_ms') or float('nan'):>10.4f} {s.get('floor_pct') or float('nan'):>8.1f}")
+    for k in keys:
+        walls = [r["wall_s"] for r in report[k].values() if r.get("passed")]
+        print(f"median per verified candidate, {k}: {med(walls):.3f} s")
+    agree = [abs(report["after_steady"][n]["median_ms"] / report["before"][n]["do_bench_ms"] - 1) * 100
+             for n, _ in cands if report["after_steady"].get(n, {}).get("median_ms")
+             and report["before"].get(n, {}).get("do_bench_ms")]
+    if agree:
+        print(f"judge median vs do_bench: max deviation {max(agree):.2f} %, median {med(agree):.2f} %")
+    if a.cheats:
+        print("cheat corpus:")
+        for name, r in report["cheats"].items():
+            print(f"  {name:26} {'VERIFIED' if r.get('passed') and 'median_ms' in r else 'rejected':9} "
+                  f"{r.get('error', '')[:150]}")
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(report, f, indent=1, default=str)
+
+
+if __name__ == "__main__":
+    main()

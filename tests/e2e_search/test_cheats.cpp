@@ -1,0 +1,227 @@
+// Trusted evaluation end to end (issue 11): a real beam search on the cpu platform whose LLM replies
+// are the cheating kernels of tests/cheats/matvec (one candidate each, plus honest controls). No
+// cheat may be verified, every control must be, the honest controls rank as they really are, the
+// best kernel is honest, and an honest kernel evaluated after the cheats measures what it measured
+// before them. Also the user's own test.py: it decides before a candidate becomes the best, and a
+// starting kernel that fails it ends the run with exit 1 and the test's output.
+#include <gtest/gtest.h>
+
+#include <fmt/format.h>
+
+#include <map>
+#include <regex>
+
+#include "platform/store/program_db.hpp"
+#include "tests/e2e/e2e_util.hpp"
+
+using namespace e2e;
+using kagent::store::program_db;
+
+namespace {
+
+const std::string kMatvec = source("examples/optimize_01_matvec");
+const std::string kCheats = source("tests/cheats/matvec");
+const kagent::env_map kEnv{{"KAGENT_INJECT_FAULT", ""}};
+
+std::string expect_of(const std::string& code) {
+  std::smatch m;
+  static const std::regex re("# expect: (\\w+)");
+  return std::regex_search(code, m, re) ? m[1].str() : "any";
+}
+
+std::string name_of(const std::string& code) {
+  std::smatch m;
+  static const std::regex re("# corpus: ([A-Za-z0-9_.-]+)");
+  return std::regex_search(code, m, re) ? m[1].str() : "initial";
+}
+
+std::string reply_with(const std::string& code) {
+  return "Here is the kernel.\n\n```python\n" + code + "\n```\n";
+}
+
+std::string directions(int n) {
+  nlohmann::json a = nlohmann::json::array();
+  for (int i = 1; i <= n; ++i)
+    a.push_back({{"category", "memory"},
+                 {"summary", "direction " + std::to_string(i)},
+                 {"reasoning", "corpus"},
+                 {"root_causes", nlohmann::json::array({{{"cause", "c"}, {"evidence", nlohmann::json::array()},
+                                                         {"fixes", nlohmann::json::array({{{"fix", "f"}, {"rationale", "r"}}})}}})}});
+  return a.dump(2);
+}
+
+const char* kReflexion = R"({"was_diagnosis_correct": true, "was_fix_effective": true, "expected_outcome": "e",
+"actual_outcome": "a", "reasoning": "r", "lessons": [], "avoid_patterns": [], "try_patterns": []})";
+
+/// A private copy of the matvec kernel directory with a replay set serving `kernels` in order.
+fs::path kernel_dir_with(const scratch& s, const std::vector<std::string>& kernels, const std::string& test_py = "") {
+  const auto dir = s.dir / "kernel";
+  fs::create_directories(dir / "replay");
+  for (const char* f : {"input.py", "problem.py", "test.py"}) fs::copy_file(fs::path(kMatvec) / f, dir / f);
+  if (!test_py.empty()) s.write("kernel/test.py", test_py);
+  s.write("kernel/replay/bottleneck_001.md", directions(static_cast<int>(kernels.size())));
+  for (size_t i = 0; i < kernels.size(); ++i)
+    s.write(fmt::format("kernel/replay/optimize_{:03}.md", i + 1), reply_with(kernels[i]));
+  s.write("kernel/replay/reflexion_001.md", std::string("<!-- replay\n# every reflexion\n-->\n") + kReflexion);
+  return dir;
+}
+
+std::string config(int candidates, const std::string& extra = "") {
+  return fmt::format(R"(strategy: beam_search
+num_workers: 2
+max_rounds: 1
+strategy_config:
+  num_top_kernels: 1
+  num_bottlenecks: {}
+platform: cpu
+target_platform: cpu
+benchmark_warmup: 2
+benchmark_repeat: 8
+max_refine_attempts: 0
+llm:
+  provider: replay
+{})",
+                     candidates, extra);
+}
+
+struct run_outcome {
+  kagent::process_result proc;
+  fs::path run_dir;
+  nlohmann::json summary;
+  std::map<std::string, kagent::store::program_record> by_name;
+};
+
+run_outcome run_search(const scratch& s, const fs::path& kdir, const std::string& cfg) {
+  s.write("cfg.yaml", cfg);
+  run_outcome o;
+  o.proc = run({"--strategy", (s.dir / "cfg.yaml").string(), "--kernel-dir", kdir.string(), "--run-dir",
+                (s.dir / "runs").string()},
+               kEnv, "", 840);
+  auto dirs = run_dirs(s.dir / "runs");
+  if (dirs.size() != 1) return o;
+  o.run_dir = dirs.front();
+  if (fs::exists(o.run_dir / "summary.json")) o.summary = nlohmann::json::parse(slurp(o.run_dir / "summary.json"));
+  auto db = program_db::open(o.run_dir / "program.db", program_db::mode::read_only);
+  for (auto& p : db.list_programs()) o.by_name[p.id == "initial" ? "initial" : name_of(p.code)] = p;
+  return o;
+}
+
+TEST(Cheats, NoCheatIsVerifiedAndTheHonestKernelsWinInTheirTrueOrder) {
+  scratch s;
+  std::vector<std::string> kernels;
+  for (const auto& e : fs::directory_iterator(kCheats)) {
+    auto code = slurp(e.path());
+    kernels.push_back("# corpus: " + e.path().filename().string() + "\n" + code);
+  }
+  // The starting kernel again, with a comment: it must measure what the starting kernel measured,
+  // although every cheat ran before or beside it.
+  kernels.push_back("# corpus: start_again.py\n# expect: any\n" + slurp(fs::path(kMatvec) / "input.py"));
+  ASSERT_GE(kernels.size(), 12u);
+  const auto kdir = kernel_dir_with(s, kernels);
+  auto o = run_search(s, kdir, config(static_cast<int>(kernels.size())));
+  ASSERT_EQ(o.proc.exit_code, 0) << o.proc.err << o.proc.out;
+  ASSERT_EQ(o.by_name.size(), kernels.size() + 1) << o.proc.out;
+  for (const auto& k : kernels) {
+    const auto name = name_of(k);
+    const auto& p = o.by_name.at(name);
+    const auto want = expect_of(k);
+    SCOPED_TRACE(name + ": " + p.status + " " + p.failure_cause.value_or("") + " " + p.error.value_or(""));
+    if (want == "verified") {
+      EXPECT_EQ(p.status, "verified");
+    } else if (want == "integrity") {
+      EXPECT_EQ(p.failure_cause.value_or(""), "integrity");
+    } else if (want == "mismatch") {
+      EXPECT_EQ(p.failure_cause.value_or(""), "verification");
+    }
+    if (want != "verified" && want != "any") {
+      EXPECT_NE(p.status, "verified");
+    }
+  }
+  // The fastest verified kernel is the honest one with larger blocks, faster than the slow control.
+  const auto& best_id = o.summary.value("best_program_id", "");
+  ASSERT_FALSE(best_id.empty()) << o.summary.dump();
+  EXPECT_EQ(o.by_name.at("honest_control.py").id, best_id);
+  EXPECT_LT(*o.by_name.at("honest_control.py").time_ms, *o.by_name.at("honest_slow.py").time_ms);
+  // Cheats are counted by cause in the summary.
+  EXPECT_GE(o.summary["failures_by_cause"].value("integrity", 0), 6) << o.summary.dump();
+  // No contamination: the starting kernel evaluated again (a duplicate of it by hash) measures what it
+  // measured first, within the interpreter's noise.
+  const auto& again = o.by_name.at("start_again.py");
+  ASSERT_TRUE(again.time_ms && o.by_name.at("initial").time_ms);
+  const double ratio = *again.time_ms / *o.by_name.at("initial").time_ms;
+  EXPECT_GT(ratio, 0.6);
+  EXPECT_LT(ratio, 1.6);
+  // The best kernel's share of the physics floor is not reported on the cpu platform (no peak
+  // bandwidth), and the best kernel is exactly the verified code.
+  EXPECT_EQ(slurp(o.run_dir / "output" / "best_kernel.py"), o.by_name.at("honest_control.py").code);
+}
+
+// test.py of the user checks a shape the harness never uses (50 rows, not a multiple of 16).
+std::string strict_test_py() {
+  auto t = slurp(fs::path(kMatvec) / "test.py");
+  const std::string marker = "def main():";
+  auto pos = t.find(marker);
+  t.insert(pos, R"(def edge_case():
+    """50 rows: a kernel that drops the row mask is wrong here."""
+    a = torch.rand(50, 2048, device=DEVICE).to(DTYPE)
+    x = torch.rand(2048, 1, device=DEVICE).to(DTYPE)
+    out = kernel_function(a, x)
+    ref = (a.float() @ x.float()).to(DTYPE)
+    if not torch.allclose(out.float(), ref.float(), rtol=1e-2, atol=1e-2):
+        print("FAIL: edge case of 50 rows")
+        sys.exit(1)
+
+
+)");
+  pos = t.find("    print(\"PASS\")");
+  t.insert(pos, "    edge_case()\n");
+  return t;
+}
+
+std::string without_row_mask() {
+  auto code = slurp(fs::path(kMatvec) / "input.py");
+  // Rows past M are read and written unmasked: right for 64 rows, wrong for 50.
+  code = std::regex_replace(code, std::regex(R"(mask=row_mask\[:, None\] & col_mask\[None, :\])"), "mask=col_mask[None, :]");
+  code = std::regex_replace(code, std::regex(R"(acc\.to\(y_ptr\.dtype\.element_ty\), mask=row_mask\))"),
+                            "acc.to(y_ptr.dtype.element_ty), mask=rows < 64)");
+  code = std::regex_replace(code, std::regex("BLOCK_M, BLOCK_K = 16, 512"), "BLOCK_M, BLOCK_K = 32, 1024");
+  return "# corpus: no_row_mask.py\n" + code;
+}
+
+TEST(UserTest, DecidesBeforeACandidateBecomesTheBest) {
+  scratch s;
+  const auto honest = "# corpus: honest_control.py\n" + slurp(fs::path(kCheats) / "honest_control.py");
+  const auto kdir = kernel_dir_with(s, {without_row_mask(), honest}, strict_test_py());
+  auto o = run_search(s, kdir, config(2));
+  ASSERT_EQ(o.proc.exit_code, 0) << o.proc.err << o.proc.out;
+  const auto& bad = o.by_name.at("no_row_mask.py");
+  EXPECT_EQ(bad.status, "failed");
+  EXPECT_EQ(bad.failure_cause.value_or(""), "user_test") << bad.error.value_or("");
+  EXPECT_NE(bad.error.value_or("").find("edge case of 50 rows"), std::string::npos) << bad.error.value_or("");
+  EXPECT_TRUE(fs::exists(o.run_dir / "candidates" / bad.id / "user_test.log"));
+  EXPECT_EQ(o.by_name.at("honest_control.py").status, "verified");
+  EXPECT_EQ(o.summary.value("best_program_id", ""), o.by_name.at("honest_control.py").id);
+  EXPECT_GE(o.summary["failures_by_cause"].value("user_test", 0), 1);
+}
+
+TEST(UserTest, NeverSkipsItAndTheHarnessAloneDecides) {
+  scratch s;
+  const auto kdir = kernel_dir_with(s, {without_row_mask()}, strict_test_py());
+  auto o = run_search(s, kdir, config(1, "user_test: never\n"));
+  ASSERT_EQ(o.proc.exit_code, 0) << o.proc.err << o.proc.out;
+  EXPECT_EQ(o.by_name.at("no_row_mask.py").status, "verified");
+  EXPECT_FALSE(fs::exists(o.run_dir / "candidates" / o.by_name.at("no_row_mask.py").id / "user_test.log"));
+}
+
+TEST(UserTest, AStartingKernelThatFailsItEndsTheRunWithItsOutput) {
+  scratch s;
+  const auto kdir = kernel_dir_with(s, {without_row_mask()}, strict_test_py());
+  // The starting kernel itself drops the row mask.
+  auto code = without_row_mask();
+  s.write("kernel/input.py", code.substr(code.find('\n') + 1));
+  auto o = run_search(s, kdir, config(1));
+  EXPECT_EQ(o.proc.exit_code, 1) << o.proc.err << o.proc.out;
+  EXPECT_NE((o.proc.out + o.proc.err).find("edge case of 50 rows"), std::string::npos) << o.proc.out << o.proc.err;
+}
+
+}  // namespace
