@@ -280,7 +280,7 @@ caf::behavior candidate_actor(caf::event_based_actor* self, context_ptr ctx, can
               st->result.llm_s += c.latency_s;
               if (!c.ok) return finish(false, "llm", c.error_kind + ": " + c.error);
               write(fmt::format("{}_{}_reply.txt", n, purpose), c.text);
-              auto x = extract_kernel(c.text);
+              auto x = extract_kernel(c.text, 100, static_cast<size_t>(ctx->cfg.max_kernel_bytes));
               if (!x.ok) {
                 // Rejected before any device work is spent on it; the reason goes back to the model.
                 if (st->refinements < ctx->cfg.max_refine_attempts) {

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "actors/actors.hpp"
+#include "platform/llm/extract.hpp"
 #include "platform/llm/provider.hpp"
 #include "platform/llm/replay.hpp"
 #include "platform/llm/retry.hpp"
@@ -85,7 +86,8 @@ caf::behavior llm_client_actor(caf::event_based_actor* self, context_ptr ctx, ca
   auto attempt = [=](std::shared_ptr<pending_call> pc) {
     ++pc->attempt;
     auto provider = st->provider;
-    auto worker = self->spawn<caf::detached>([provider](caf::event_based_actor* w) -> caf::behavior {
+    const size_t max_reply_bytes = static_cast<size_t>(ctx->cfg.llm.max_reply_bytes);
+    auto worker = self->spawn<caf::detached>([provider, max_reply_bytes](caf::event_based_actor* w) -> caf::behavior {
       return {[=](const complete& c) -> completion {
         completion out;
         out.request_id = c.request_id;
@@ -95,12 +97,21 @@ caf::behavior llm_client_actor(caf::event_based_actor* self, context_ptr ctx, ca
         try {
           auto r = provider->complete(to_request(c));
           out.ok = true;
-          out.text = r.text;
+          // Valid UTF-8 from here on: the reply is saved, quoted back to the model and its code
+          // verified through JSON, and all of them must see the same bytes.
+          out.text = to_valid_utf8(r.text);
           out.model = r.model.empty() ? c.model : r.model;
           out.provider = r.provider;
           out.input_tokens = r.input_tokens;
           out.output_tokens = r.output_tokens;
-          if (r.truncated()) {
+          if (r.text.size() > max_reply_bytes) {
+            // Not retried and never quoted back: a runaway reply would grow every later prompt.
+            out.ok = false;
+            out.text.clear();
+            out.error_kind = "reply_too_large";
+            out.error = fmt::format("the reply is {} bytes, over llm.max_reply_bytes ({})", r.text.size(),
+                                    max_reply_bytes);
+          } else if (r.truncated()) {
             // A reply cut at max_tokens is an incomplete kernel; report it rather than use it.
             out.ok = false;
             out.error_kind = "truncated";

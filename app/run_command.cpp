@@ -1,5 +1,7 @@
 #include "app/run_command.hpp"
 
+#include "app/startup_checks.hpp"
+
 #include <fmt/format.h>
 
 #include <iostream>
@@ -28,25 +30,9 @@ void add_run_options(CLI::App& app, run_options& o) {
 
 namespace {
 
-std::vector<int> parse_gpu_ids(const std::string& s) {
-  std::vector<int> ids;
-  std::stringstream ss{s};
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    try {
-      size_t pos = 0;
-      int v = std::stoi(item, &pos);
-      if (pos != item.size() || v < 0) throw std::invalid_argument(item);
-      ids.push_back(v);
-    } catch (const std::exception&) {
-      throw user_error("--gpu-ids '" + s + "': expected comma-separated non-negative integers, e.g. 0,1");
-    }
-  }
-  if (ids.empty()) throw user_error("--gpu-ids is empty: expected comma-separated device ids, e.g. 0,1");
-  return ids;
-}
-
 void apply_overrides(run_config& cfg, const run_options& o) {
+  if (o.max_rounds > limits::max_rounds)
+    throw user_error(fmt::format("--max-rounds {}: expected 1 to {}", o.max_rounds, limits::max_rounds));
   if (o.max_rounds > 0) cfg.max_rounds = o.max_rounds;
   if (!o.model.empty()) {
     cfg.openai_model = o.model;
@@ -93,6 +79,7 @@ static int run_one(run_config cfg, std::string kernel_dir, const run_options& o)
   run_request req;
   req.cfg = std::move(cfg);
   apply_overrides(req.cfg, o);
+  check_kernel_files(kernel_dir, static_cast<size_t>(req.cfg.max_kernel_bytes));
   req.kernel_dir = std::move(kernel_dir);
   req.run_dir_base = o.run_dir;
   req.resume_dir = o.resume;
@@ -105,6 +92,11 @@ static int run_one(run_config cfg, std::string kernel_dir, const run_options& o)
 
 int run_main(const run_options& o) {
   if (o.list_strategies) return list_strategies();
+  // Everything the command line and the environment say is checked before a config is loaded or a
+  // directory touched: one line, exit 2.
+  check_environment(current_environment());
+  if (!o.resume.empty()) check_resume_dir(o.resume);
+  else check_run_dir_base(o.run_dir);
   if (!o.resume.empty() && o.strategy != "all") {
     // The run's own config and kernel directory; flags given now (e.g. --max-rounds) still apply.
     auto target = read_resume_target(o.resume);
@@ -112,7 +104,7 @@ int run_main(const run_options& o) {
     if (!target.strategy_name.empty()) cfg.name = target.strategy_name;
     return run_one(std::move(cfg), o.kernel_dir.empty() ? target.kernel_dir : o.kernel_dir, o);
   }
-  check_kernel_dir(o.kernel_dir);
+  check_kernel_files(o.kernel_dir, static_cast<size_t>(limits::max_kernel_bytes));
   const auto dirs = config_search_dirs();
   if (o.strategy != "all") return run_one(load_strategy(o.strategy, dirs), o.kernel_dir, o);
 
@@ -126,6 +118,7 @@ int run_main(const run_options& o) {
     run_request req;
     req.cfg = load_config_file(path);
     apply_overrides(req.cfg, o);
+    check_kernel_files(o.kernel_dir, static_cast<size_t>(req.cfg.max_kernel_bytes));
     if (auto why = unfit_reason(req.cfg); !why.empty()) {
       rows.push_back({name, "skipped", "", why});
       continue;

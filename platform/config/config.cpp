@@ -5,6 +5,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fmt/format.h>
@@ -105,14 +106,22 @@ public:
     return true;
   }
 
-  bool get_int(const YAML::Node& m, const std::string& s, const char* k, int& out, int min) const {
+  // Every number has a range: an absurd value (a timeout of 1e308 s, 100000 bottlenecks) is a typo
+  // or a test of the limits, never a run anyone wants; refusing it costs nothing, running it costs
+  // a run that fails every candidate or plans 100k LLM calls.
+  bool get_int(const YAML::Node& m, const std::string& s, const char* k, int& out, int min, int max) const {
     if (!get(m, s, k, out, "an integer")) return false;
-    if (out < min) fail(m[k], fmt::format("key '{}' must be >= {}, got {}", qualify(s, k), min, out));
+    if (out < min || out > max)
+      fail(m[k], fmt::format("key '{}' must be an integer from {} to {}, got {}", qualify(s, k), min, max, out));
     return true;
   }
-  bool get_double(const YAML::Node& m, const std::string& s, const char* k, double& out, double min) const {
+  bool get_double(const YAML::Node& m, const std::string& s, const char* k, double& out, double min,
+                  double max) const {
     if (!get(m, s, k, out, "a number")) return false;
-    if (out < min) fail(m[k], fmt::format("key '{}' must be >= {}, got {}", qualify(s, k), min, out));
+    // NaN compares false with everything: test finiteness first, or '.nan' passes every range.
+    if (!std::isfinite(out) || out < min || out > max)
+      fail(m[k], fmt::format("key '{}' must be a finite number from {} to {}, got {}", qualify(s, k), min, max,
+                             m[k].Scalar()));
     return true;
   }
   bool get_bool(const YAML::Node& m, const std::string& s, const char* k, bool& out) const {
@@ -155,7 +164,7 @@ const std::vector<std::string> k_top_keys{
     "benchmark_repeat", "divergence_threshold", "target_platform", "roofline_config", "use_rag", "templates",
     "platform_kwargs", "test_timeout_s", "benchmark_timeout_s", "candidate_timeout_s", "profile_budget_s",
     "isolation", "max_refine_attempts", "secret_env_patterns", "llm", "python", "user_test",
-    "user_test_timeout_s", "dtype", "rtol", "atol", "sandbox"};
+    "user_test_timeout_s", "dtype", "rtol", "atol", "sandbox", "max_kernel_bytes"};
 
 void read_platform(const reader& r, const YAML::Node& root, platform_spec& p) {
   const YAML::Node n = root["platform"];
@@ -202,25 +211,42 @@ void read_string_list(const reader& r, const YAML::Node& m, const std::string& s
 run_config from_node(const YAML::Node& root, const std::string& origin) {
   reader r{origin};
   run_config c;
-  if (!root.IsDefined() || root.IsNull()) return c;
+  // An empty file (or one of comments only) would run every default: on most hosts "no GPU visible",
+  // a cause far from the mistake.
+  if (!root.IsDefined() || root.IsNull())
+    r.fail(root, "the strategy config is empty; expected a mapping of configuration keys, e.g. 'strategy: beam_search'");
   if (!root.IsMap()) r.fail(root, "the top level must be a mapping of configuration keys");
   r.only_keys(root, "", k_top_keys);
 
   r.get_choice(root, "", "strategy", c.strategy, {"beam_search", "greedy"});
-  r.get_int(root, "", "num_workers", c.num_workers, 1);
-  r.get_int(root, "", "max_rounds", c.max_rounds, 1);
+  r.get_int(root, "", "num_workers", c.num_workers, 1, limits::max_workers);
+  r.get_int(root, "", "max_rounds", c.max_rounds, 1, limits::max_rounds);
   if (auto sc = r.section(root, "", "strategy_config"); sc) {
     r.only_keys(sc, "strategy_config",
                 {"num_top_kernels", "num_bottlenecks", "models", "samples_per_prompt", "num_expanding_parents",
                  "max_no_improvement", "schedule"});
     auto& s = c.strategy_cfg;
-    r.get_int(sc, "strategy_config", "num_top_kernels", s.num_top_kernels, 1);
-    r.get_int(sc, "strategy_config", "num_bottlenecks", s.num_bottlenecks, 1);
+    r.get_int(sc, "strategy_config", "num_top_kernels", s.num_top_kernels, 1, limits::max_fanout);
+    r.get_int(sc, "strategy_config", "num_bottlenecks", s.num_bottlenecks, 1, limits::max_fanout);
     read_string_list(r, sc, "strategy_config", "models", s.models);
-    r.get_int(sc, "strategy_config", "samples_per_prompt", s.samples_per_prompt, 1);
-    r.get_int(sc, "strategy_config", "num_expanding_parents", s.num_expanding_parents, 1);
-    r.get_int(sc, "strategy_config", "max_no_improvement", s.max_no_improvement, 1);
+    r.get_int(sc, "strategy_config", "samples_per_prompt", s.samples_per_prompt, 1, limits::max_fanout);
+    r.get_int(sc, "strategy_config", "num_expanding_parents", s.num_expanding_parents, 1, limits::max_fanout);
+    r.get_int(sc, "strategy_config", "max_no_improvement", s.max_no_improvement, 1, limits::max_rounds);
     r.get_choice(sc, "strategy_config", "schedule", s.schedule, {"rounds", "async"});
+    if (s.models.size() > static_cast<size_t>(limits::max_fanout))
+      r.fail(sc["models"], fmt::format("key 'strategy_config.models' lists {} models; at most {} allowed",
+                                       s.models.size(), limits::max_fanout));
+    if (c.strategy == "beam_search") {
+      const long parents = s.num_expanding_parents > 0 ? std::min(s.num_expanding_parents, s.num_top_kernels)
+                                                       : s.num_top_kernels;
+      const long planned = parents * s.num_bottlenecks * std::max<long>(1, static_cast<long>(s.models.size())) *
+                           s.samples_per_prompt;
+      if (planned > limits::max_candidates_per_round)
+        r.fail(sc, fmt::format("key 'strategy_config' plans {} candidates per round (expanding parents {} x "
+                               "num_bottlenecks {} x models {} x samples_per_prompt {}); at most {} allowed",
+                               planned, parents, s.num_bottlenecks, std::max<size_t>(1, s.models.size()),
+                               s.samples_per_prompt, limits::max_candidates_per_round));
+    }
   }
   r.get_string(root, "", "openai_model", c.openai_model);
   r.get_bool(root, "", "high_reasoning_effort", c.high_reasoning_effort);
@@ -236,26 +262,28 @@ run_config from_node(const YAML::Node& root, const std::string& origin) {
         r.fail(e, fmt::format("key 'gpu_ids' must hold integers, got '{}'", e.IsScalar() ? e.Scalar() : "?"));
       }
       if (id < 0) r.fail(e, "key 'gpu_ids' must hold non-negative integers");
+      if (std::find(c.gpu_ids.begin(), c.gpu_ids.end(), id) != c.gpu_ids.end())
+        r.fail(e, fmt::format("key 'gpu_ids' lists device {} twice; expected distinct device ids", id));
       c.gpu_ids.push_back(id);
     }
   }
   r.get_string(root, "", "gpu_name", c.gpu_name);
   r.get_string(root, "", "ncu_bin_path", c.pkwargs.ncu_bin_path);
-  r.get_double(root, "", "benchmark_warmup", c.benchmark_warmup, 0);
-  r.get_double(root, "", "benchmark_repeat", c.benchmark_repeat, 1);
-  r.get_double(root, "", "divergence_threshold", c.divergence_threshold, 0);
+  r.get_double(root, "", "benchmark_warmup", c.benchmark_warmup, 0, limits::max_benchmark_iterations);
+  r.get_double(root, "", "benchmark_repeat", c.benchmark_repeat, 1, limits::max_benchmark_iterations);
+  r.get_double(root, "", "divergence_threshold", c.divergence_threshold, 0, limits::max_divergence_pct);
   r.get_choice(root, "", "target_platform", c.target_platform, {"cuda", "xpu", "rocm", "cpu"});
   if (auto rc = r.section(root, "", "roofline_config"); rc) {
     r.only_keys(rc, "roofline_config",
                 {"sol_threshold_pct", "underutilized_threshold_pct", "early_stop", "convergence_rounds",
                  "convergence_threshold_pct"});
     auto& f = c.roofline;
-    r.get_double(rc, "roofline_config", "sol_threshold_pct", f.sol_threshold_pct, 0);
-    r.get_double(rc, "roofline_config", "underutilized_threshold_pct", f.underutilized_threshold_pct, 0);
+    r.get_double(rc, "roofline_config", "sol_threshold_pct", f.sol_threshold_pct, 0, 100);
+    r.get_double(rc, "roofline_config", "underutilized_threshold_pct", f.underutilized_threshold_pct, 0, 100);
     bool es = false;
     if (r.get_bool(rc, "roofline_config", "early_stop", es)) f.early_stop = es;
-    r.get_int(rc, "roofline_config", "convergence_rounds", f.convergence_rounds, 1);
-    r.get_double(rc, "roofline_config", "convergence_threshold_pct", f.convergence_threshold_pct, 0);
+    r.get_int(rc, "roofline_config", "convergence_rounds", f.convergence_rounds, 1, limits::max_rounds);
+    r.get_double(rc, "roofline_config", "convergence_threshold_pct", f.convergence_threshold_pct, 0, 100);
   }
   r.get_bool(root, "", "use_rag", c.use_rag);
   if (auto t = r.section(root, "", "templates"); t) {
@@ -274,50 +302,53 @@ run_config from_node(const YAML::Node& root, const std::string& origin) {
     r.get_string(pk, "platform_kwargs", "ncu_bin_path", c.pkwargs.ncu_bin_path);
   }
   double tt = 0;
-  if (r.get_double(root, "", "test_timeout_s", tt, 1)) c.test_timeout_s = tt;
-  r.get_double(root, "", "benchmark_timeout_s", c.benchmark_timeout_s, 1);
-  r.get_double(root, "", "candidate_timeout_s", c.candidate_timeout_s, 1);
-  r.get_double(root, "", "profile_budget_s", c.profile_budget_s, 0);
+  if (r.get_double(root, "", "test_timeout_s", tt, 1, limits::max_timeout_s)) c.test_timeout_s = tt;
+  r.get_double(root, "", "benchmark_timeout_s", c.benchmark_timeout_s, 1, limits::max_timeout_s);
+  r.get_double(root, "", "candidate_timeout_s", c.candidate_timeout_s, 1, limits::max_timeout_s);
+  r.get_double(root, "", "profile_budget_s", c.profile_budget_s, 0, limits::max_timeout_s);
   r.get_choice(root, "", "isolation", c.isolation, {"warm", "process"});
-  r.get_int(root, "", "max_refine_attempts", c.max_refine_attempts, 0);
+  r.get_int(root, "", "max_refine_attempts", c.max_refine_attempts, 0, limits::max_refine_attempts);
   read_string_list(r, root, "", "secret_env_patterns", c.secret_env_patterns);
   r.get_choice(root, "", "user_test", c.user_test, {"best", "every", "never"});
-  r.get_double(root, "", "user_test_timeout_s", c.user_test_timeout_s, 1);
+  r.get_double(root, "", "user_test_timeout_s", c.user_test_timeout_s, 1, limits::max_timeout_s);
   r.get_choice(root, "", "dtype", c.dtype, {"bfloat16", "float16", "float32"});
   double tol = 0;
-  if (r.get_double(root, "", "rtol", tol, 0)) c.rtol = tol;
-  if (r.get_double(root, "", "atol", tol, 0)) c.atol = tol;
+  if (r.get_double(root, "", "rtol", tol, 0, limits::max_rtol)) c.rtol = tol;
+  if (r.get_double(root, "", "atol", tol, 0, limits::max_atol)) c.atol = tol;
   if (auto sb = r.section(root, "", "sandbox"); sb) {
     r.only_keys(sb, "sandbox", {"mode", "memory_mb", "max_processes", "max_file_mb"});
     r.get_choice(sb, "sandbox", "mode", c.sandbox.mode, {"auto", "bwrap", "off"});
-    r.get_double(sb, "sandbox", "memory_mb", c.sandbox.memory_mb, 0);
-    r.get_int(sb, "sandbox", "max_processes", c.sandbox.max_processes, 1);
-    r.get_double(sb, "sandbox", "max_file_mb", c.sandbox.max_file_mb, 1);
+    r.get_double(sb, "sandbox", "memory_mb", c.sandbox.memory_mb, 0, limits::max_memory_mb);
+    r.get_int(sb, "sandbox", "max_processes", c.sandbox.max_processes, 1, limits::max_processes);
+    r.get_double(sb, "sandbox", "max_file_mb", c.sandbox.max_file_mb, 1, limits::max_memory_mb);
   }
   r.get_string(root, "", "python", c.python);
+  r.get_int(root, "", "max_kernel_bytes", c.max_kernel_bytes, limits::min_size_bytes, limits::max_kernel_bytes);
   if (auto l = r.section(root, "", "llm"); l) {
     r.only_keys(l, "llm",
                 {"provider", "base_url", "model", "api_key_env", "max_tokens", "max_concurrency",
                  "requests_per_minute", "tokens_per_minute", "max_retries", "timeout_s", "connect_timeout_s",
-                 "idle_timeout_s", "stream", "budget_usd", "call_budget_usd", "prices", "replay_dir"});
+                 "idle_timeout_s", "stream", "budget_usd", "call_budget_usd", "prices", "replay_dir",
+                 "max_reply_bytes"});
     auto& m = c.llm;
     r.get_choice(l, "llm", "provider", m.provider,
                  {"anthropic", "openai", "openai_compatible", "relay", "replay"});
     r.get_string(l, "llm", "base_url", m.base_url);
     r.get_string(l, "llm", "model", m.model);
     r.get_string(l, "llm", "api_key_env", m.api_key_env);
-    r.get_int(l, "llm", "max_tokens", m.max_tokens, 1);
-    r.get_int(l, "llm", "max_concurrency", m.max_concurrency, 1);
-    r.get_int(l, "llm", "requests_per_minute", m.requests_per_minute, 0);
-    r.get_int(l, "llm", "tokens_per_minute", m.tokens_per_minute, 0);
-    r.get_int(l, "llm", "max_retries", m.max_retries, 0);
-    r.get_double(l, "llm", "timeout_s", m.timeout_s, 1);
-    r.get_double(l, "llm", "connect_timeout_s", m.connect_timeout_s, 0.1);
-    r.get_double(l, "llm", "idle_timeout_s", m.idle_timeout_s, 0.1);
+    r.get_int(l, "llm", "max_tokens", m.max_tokens, 1, limits::max_llm_tokens);
+    r.get_int(l, "llm", "max_concurrency", m.max_concurrency, 1, limits::max_workers);
+    r.get_int(l, "llm", "requests_per_minute", m.requests_per_minute, 0, limits::max_requests_per_minute);
+    r.get_int(l, "llm", "tokens_per_minute", m.tokens_per_minute, 0, limits::max_tokens_per_minute);
+    r.get_int(l, "llm", "max_retries", m.max_retries, 0, limits::max_llm_retries);
+    r.get_double(l, "llm", "timeout_s", m.timeout_s, 1, limits::max_llm_timeout_s);
+    r.get_double(l, "llm", "connect_timeout_s", m.connect_timeout_s, 0.1, limits::max_llm_timeout_s);
+    r.get_double(l, "llm", "idle_timeout_s", m.idle_timeout_s, 0.1, limits::max_llm_timeout_s);
     r.get_bool(l, "llm", "stream", m.stream);
-    r.get_double(l, "llm", "budget_usd", m.budget_usd, 0);
-    r.get_double(l, "llm", "call_budget_usd", m.call_budget_usd, 0);
+    r.get_double(l, "llm", "budget_usd", m.budget_usd, 0, limits::max_usd);
+    r.get_double(l, "llm", "call_budget_usd", m.call_budget_usd, 0, limits::max_usd);
     r.get_string(l, "llm", "replay_dir", m.replay_dir);
+    r.get_int(l, "llm", "max_reply_bytes", m.max_reply_bytes, limits::min_size_bytes, limits::max_reply_bytes);
     if (auto pr = r.section(l, "llm", "prices"); pr) {
       for (auto it = pr.begin(); it != pr.end(); ++it) {
         const auto model = it->first.as<std::string>();
@@ -325,8 +356,8 @@ run_config from_node(const YAML::Node& root, const std::string& origin) {
         if (!v.IsMap()) r.fail(v, fmt::format("key 'llm.prices.{}' must be a mapping {{input, output}} in USD per million tokens", model));
         r.only_keys(v, "llm.prices." + model, {"input", "output"});
         std::pair<double, double> p{0, 0};
-        r.get_double(v, "llm.prices." + model, "input", p.first, 0);
-        r.get_double(v, "llm.prices." + model, "output", p.second, 0);
+        r.get_double(v, "llm.prices." + model, "input", p.first, 0, limits::max_price_per_mtok);
+        r.get_double(v, "llm.prices." + model, "output", p.second, 0, limits::max_price_per_mtok);
         m.prices[model] = p;
       }
     }
@@ -361,6 +392,12 @@ run_config parse_config(const std::string& yaml_text, const std::string& origin)
 }
 
 run_config load_config_file(const std::string& path) {
+  // An ifstream opens a directory and reads nothing from it: that ran every default.
+  std::error_code ec;
+  if (fs::is_directory(path, ec))
+    throw user_error(fmt::format("{}: is a directory; expected a strategy YAML file", path));
+  if (ec && ec != std::errc::no_such_file_or_directory)
+    throw user_error(fmt::format("{}: cannot read strategy config ({})", path, ec.message()));
   std::ifstream f(path);
   if (!f) throw user_error(fmt::format("{}: cannot read strategy config (file missing or unreadable)", path));
   std::stringstream ss;
@@ -481,6 +518,7 @@ std::string to_yaml(const run_config& c) {
   e << YAML::Key << "max_file_mb" << YAML::Value << c.sandbox.max_file_mb;
   e << YAML::EndMap;
   e << YAML::Key << "python" << YAML::Value << c.python;
+  e << YAML::Key << "max_kernel_bytes" << YAML::Value << c.max_kernel_bytes;
   e << YAML::Key << "llm" << YAML::Value << YAML::BeginMap;
   const auto& l = c.llm;
   if (!l.provider.empty()) e << YAML::Key << "provider" << YAML::Value << l.provider;
@@ -506,6 +544,7 @@ std::string to_yaml(const run_config& c) {
     e << YAML::EndMap;
   }
   if (!l.replay_dir.empty()) e << YAML::Key << "replay_dir" << YAML::Value << l.replay_dir;
+  e << YAML::Key << "max_reply_bytes" << YAML::Value << l.max_reply_bytes;
   e << YAML::EndMap;
   e << YAML::EndMap;
   return std::string{e.c_str()} + "\n";

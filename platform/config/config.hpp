@@ -11,6 +11,33 @@
 
 namespace kagent {
 
+/// The range of every numeric key (README "Strategies"). A value outside is refused at load time with
+/// the key and the range: such values are typos or tests of the limits, never a run anyone wants.
+namespace limits {
+inline constexpr double max_timeout_s = 7 * 24 * 3600.0;   ///< every *_timeout_s and profile_budget_s: 7 days
+inline constexpr int max_workers = 1024;                   ///< num_workers, llm.max_concurrency
+inline constexpr int max_rounds = 10000;                   ///< max_rounds, max_no_improvement, convergence_rounds
+inline constexpr int max_fanout = 32;                      ///< num_top_kernels, num_bottlenecks, samples_per_prompt, models
+inline constexpr int max_candidates_per_round = 256;       ///< parents x bottlenecks x models x samples (beam search)
+inline constexpr double max_benchmark_iterations = 10000;  ///< benchmark_warmup, benchmark_repeat
+inline constexpr double max_divergence_pct = 10000;
+inline constexpr int max_refine_attempts = 50;
+inline constexpr double max_rtol = 10;
+inline constexpr double max_atol = 1e6;
+inline constexpr double max_memory_mb = 16.0 * 1024 * 1024;  ///< sandbox.memory_mb, sandbox.max_file_mb: 16 TiB
+inline constexpr int max_processes = 1 << 20;
+inline constexpr int max_llm_tokens = 1000000;
+inline constexpr int max_requests_per_minute = 1000000;
+inline constexpr int max_tokens_per_minute = 1000000000;
+inline constexpr int max_llm_retries = 100;
+inline constexpr double max_llm_timeout_s = 24 * 3600.0;
+inline constexpr double max_usd = 1e6;                     ///< llm.budget_usd, llm.call_budget_usd
+inline constexpr double max_price_per_mtok = 10000;        ///< llm.prices.*.input/output, USD per million tokens
+inline constexpr int min_size_bytes = 1024;                ///< max_kernel_bytes, llm.max_reply_bytes
+inline constexpr int max_kernel_bytes = 16 * 1024 * 1024;
+inline constexpr int max_reply_bytes = 64 * 1024 * 1024;
+} // namespace limits
+
 /// Implementations a component can have. `cpu` runs the real harness in Triton's interpreter.
 inline constexpr const char* platform_names[] = {"nvidia", "rocm", "noop", "cpu"};
 
@@ -75,6 +102,9 @@ struct llm_config {
   double call_budget_usd = 0;
   std::map<std::string, std::pair<double, double>> prices;  ///< model -> (USD per Mtok in, out)
   std::string replay_dir;                ///< replay provider's recordings
+  /// A reply longer than this fails its call ("reply_too_large"): max_tokens bounds a real model's
+  /// reply to ~100 KB, so 1 MiB only stops a runaway endpoint or replay file.
+  int max_reply_bytes = 1024 * 1024;
 };
 
 struct platform_kwargs {
@@ -128,6 +158,9 @@ struct run_config {
   sandbox_config sandbox;
   llm_config llm;
   std::string python = "python3";        ///< interpreter for the harness
+  /// Bound on input.py, problem.py and test.py (refused at start-up) and on the code taken from a
+  /// reply (sent back as unusable): each goes into every prompt, so its size is the run's cost.
+  int max_kernel_bytes = 256 * 1024;
 };
 
 /// Loads one YAML file strictly. Throws user_error "<file>:<line>: <what> (key '<k>'; expected <type>)".

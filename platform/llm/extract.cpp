@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <string_view>
 #include <vector>
 
 namespace kagent {
@@ -100,10 +101,84 @@ std::string strip_leading_prose(const std::string& reply) {
   return reply;
 }
 
+// Length of the well-formed UTF-8 sequence at s[i] (Unicode Table 3-7), or 0 with `bad` set to the
+// length of its maximal invalid subpart (at least 1).
+size_t utf8_sequence(std::string_view s, size_t i, size_t& bad) {
+  const auto b = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
+  const unsigned char c = b(i);
+  bad = 1;
+  if (c < 0x80) return 1;
+  size_t len = 0;
+  unsigned char lo = 0x80, hi = 0xBF;  // range of the second byte
+  if (c >= 0xC2 && c <= 0xDF) len = 2;
+  else if (c >= 0xE0 && c <= 0xEF) {
+    len = 3;
+    if (c == 0xE0) lo = 0xA0;         // overlong
+    else if (c == 0xED) hi = 0x9F;    // surrogates
+  } else if (c >= 0xF0 && c <= 0xF4) {
+    len = 4;
+    if (c == 0xF0) lo = 0x90;         // overlong
+    else if (c == 0xF4) hi = 0x8F;    // past U+10FFFF
+  } else {
+    return 0;                         // 80..C1, F5..FF never start a sequence
+  }
+  for (size_t k = 1; k < len; ++k) {
+    if (i + k >= s.size()) {
+      bad = k;
+      return 0;
+    }
+    const unsigned char x = b(i + k);
+    const bool ok = k == 1 ? (x >= lo && x <= hi) : (x >= 0x80 && x <= 0xBF);
+    if (!ok) {
+      bad = k;
+      return 0;
+    }
+  }
+  return len;
+}
+
 }  // namespace
 
-code_extraction extract_kernel(const std::string& reply, size_t min_chars) {
+size_t first_invalid_utf8(std::string_view s) {
+  size_t bad = 0;
+  for (size_t i = 0; i < s.size();) {
+    const size_t n = utf8_sequence(s, i, bad);
+    if (n == 0) return i;
+    i += n;
+  }
+  return std::string_view::npos;
+}
+
+bool is_valid_utf8(std::string_view s) { return first_invalid_utf8(s) == std::string_view::npos; }
+
+std::string to_valid_utf8(std::string_view s, size_t* replaced) {
+  size_t count = 0;
+  std::string out;
+  if (is_valid_utf8(s)) {
+    out.assign(s);
+  } else {
+    out.reserve(s.size() + 16);
+    size_t bad = 0;
+    for (size_t i = 0; i < s.size();) {
+      const size_t n = utf8_sequence(s, i, bad);
+      if (n > 0) {
+        out.append(s.substr(i, n));
+        i += n;
+      } else {
+        out += "\xEF\xBF\xBD";  // U+FFFD
+        ++count;
+        i += bad;
+      }
+    }
+  }
+  if (replaced) *replaced = count;
+  return out;
+}
+
+code_extraction extract_kernel(const std::string& raw_reply, size_t min_chars, size_t max_code_bytes) {
   code_extraction r;
+  // Normalised before anything else: the code that is saved must be the code the harness verifies.
+  const std::string reply = to_valid_utf8(raw_reply, &r.replaced_bytes);
   if (trim(reply).empty()) {
     r.reason = "the reply was empty; answer with the complete kernel in one ```python code block";
     return r;
@@ -137,6 +212,11 @@ code_extraction extract_kernel(const std::string& reply, size_t min_chars) {
   if (body.size() < min_chars) {
     r.reason = "the code in the reply is too short (" + std::to_string(body.size()) + " characters, at least " +
                std::to_string(min_chars) + " expected); send the complete kernel, not a fragment";
+    return r;
+  }
+  if (max_code_bytes > 0 && r.code.size() > max_code_bytes) {
+    r.reason = "the code in the reply is too large (" + std::to_string(r.code.size()) + " bytes, at most " +
+               std::to_string(max_code_bytes) + " allowed by max_kernel_bytes); send one compact kernel file";
     return r;
   }
   if (!defines_kernel_function(r.code)) {

@@ -75,7 +75,7 @@ TEST(Config, WrongTypeNamesKeyLineAndExpectedType) {
 }
 
 TEST(Config, OutOfRangeAndBadChoicesAreRejected) {
-  EXPECT_NE(error_of("num_workers: 0\n").find("'num_workers' must be >= 1"), std::string::npos);
+  EXPECT_NE(error_of("num_workers: 0\n").find("'num_workers' must be an integer from 1 to 1024"), std::string::npos);
   EXPECT_NE(error_of("strategy: beam\n").find("expected one of: beam_search, greedy"), std::string::npos);
   EXPECT_NE(error_of("platform: cuda\n").find("expected one of: nvidia, rocm, noop, cpu"), std::string::npos);
   EXPECT_NE(error_of("strategy_config: {schedule: later}\n").find("rounds, async"), std::string::npos);
@@ -210,4 +210,159 @@ TEST(Config, TemplatePathsAreRelativeToTheYaml) {
   auto p = d.write("t.yaml", "templates: {kernel_optimization: my/opt.mustache}\n");
   auto c = load_config_file(p);
   EXPECT_EQ(c.templates.at("kernel_optimization"), (d.path / "my/opt.mustache").string());
+}
+
+// ---------------------------------------------------------------------------------------------
+// Containment: numbers that make no sense are refused at load time, naming the key and its range.
+
+namespace {
+// The error for `yaml`, which must name `key` and come with the file and line.
+void expect_refused(const std::string& yaml, const std::string& key, int line = 1) {
+  const auto e = error_of(yaml);
+  EXPECT_NE(e.find("cfg.yaml:" + std::to_string(line) + ":"), std::string::npos) << yaml << " -> " << e;
+  EXPECT_NE(e.find("'" + key + "'"), std::string::npos) << yaml << " -> " << e;
+}
+} // namespace
+
+TEST(ConfigLimits, NonFiniteNumbersAreRefused) {
+  // Today's failures: a run that "succeeds" with every candidate failed, a test that never times out.
+  for (const char* v : {".nan", ".NaN", ".inf", "-.inf", "1e308"}) {
+    expect_refused(std::string("candidate_timeout_s: ") + v + "\n", "candidate_timeout_s");
+    expect_refused(std::string("test_timeout_s: ") + v + "\n", "test_timeout_s");
+    expect_refused(std::string("rtol: ") + v + "\n", "rtol");
+    expect_refused(std::string("atol: ") + v + "\n", "atol");
+  }
+  const auto e = error_of("candidate_timeout_s: .nan\n");
+  EXPECT_NE(e.find("must be a finite number from 1 to 604800, got .nan"), std::string::npos) << e;
+}
+
+TEST(ConfigLimits, EveryNumericKeyHasAnUpperBound) {
+  const std::vector<std::pair<std::string, std::string>> absurd{
+      {"num_workers: 5000\n", "num_workers"},
+      {"max_rounds: 1000000\n", "max_rounds"},
+      {"strategy_config: {num_top_kernels: 100}\n", "strategy_config.num_top_kernels"},
+      {"strategy_config: {num_bottlenecks: 100000}\n", "strategy_config.num_bottlenecks"},
+      {"strategy_config: {samples_per_prompt: 1000}\n", "strategy_config.samples_per_prompt"},
+      {"strategy_config: {num_expanding_parents: 1000}\n", "strategy_config.num_expanding_parents"},
+      {"strategy_config: {max_no_improvement: 100000}\n", "strategy_config.max_no_improvement"},
+      {"benchmark_warmup: 1e9\n", "benchmark_warmup"},
+      {"benchmark_repeat: 1e9\n", "benchmark_repeat"},
+      {"divergence_threshold: 1e9\n", "divergence_threshold"},
+      {"roofline_config: {sol_threshold_pct: 150}\n", "roofline_config.sol_threshold_pct"},
+      {"roofline_config: {underutilized_threshold_pct: 101}\n", "roofline_config.underutilized_threshold_pct"},
+      {"roofline_config: {convergence_rounds: 100000}\n", "roofline_config.convergence_rounds"},
+      {"roofline_config: {convergence_threshold_pct: 1000}\n", "roofline_config.convergence_threshold_pct"},
+      {"test_timeout_s: 604801\n", "test_timeout_s"},
+      {"benchmark_timeout_s: 1e7\n", "benchmark_timeout_s"},
+      {"candidate_timeout_s: 1e308\n", "candidate_timeout_s"},
+      {"profile_budget_s: 1e9\n", "profile_budget_s"},
+      {"user_test_timeout_s: .inf\n", "user_test_timeout_s"},
+      {"max_refine_attempts: 1000\n", "max_refine_attempts"},
+      {"rtol: 100\n", "rtol"},
+      {"atol: 1e9\n", "atol"},
+      {"rtol: -0.1\n", "rtol"},
+      {"sandbox: {memory_mb: 1e12}\n", "sandbox.memory_mb"},
+      {"sandbox: {max_processes: 100000000}\n", "sandbox.max_processes"},
+      {"sandbox: {max_file_mb: 1e12}\n", "sandbox.max_file_mb"},
+      {"max_kernel_bytes: 100\n", "max_kernel_bytes"},
+      {"max_kernel_bytes: 1000000000\n", "max_kernel_bytes"},
+      {"llm: {max_tokens: 100000000}\n", "llm.max_tokens"},
+      {"llm: {max_concurrency: 100000}\n", "llm.max_concurrency"},
+      {"llm: {requests_per_minute: 2000000000}\n", "llm.requests_per_minute"},
+      {"llm: {max_retries: 1000}\n", "llm.max_retries"},
+      {"llm: {timeout_s: 1e9}\n", "llm.timeout_s"},
+      {"llm: {connect_timeout_s: .nan}\n", "llm.connect_timeout_s"},
+      {"llm: {idle_timeout_s: .inf}\n", "llm.idle_timeout_s"},
+      {"llm: {budget_usd: 1e12}\n", "llm.budget_usd"},
+      {"llm: {call_budget_usd: .nan}\n", "llm.call_budget_usd"},
+      {"llm: {max_reply_bytes: 10}\n", "llm.max_reply_bytes"},
+      {"llm: {max_reply_bytes: 1000000000}\n", "llm.max_reply_bytes"},
+      {"llm: {prices: {m: {input: 1e9, output: 1}}}\n", "llm.prices.m.input"},
+      {"llm: {prices: {m: {input: 1, output: .nan}}}\n", "llm.prices.m.output"},
+  };
+  for (const auto& [yaml, key] : absurd) expect_refused(yaml, key);
+  // An integer too large for its type is a type error, still naming the key.
+  expect_refused("num_workers: 99999999999999\n", "num_workers");
+}
+
+TEST(ConfigLimits, TheBoundsThemselvesAreAccepted) {
+  auto c = parse_config(
+      "num_workers: 1024\nmax_rounds: 10000\nbenchmark_warmup: 10000\nbenchmark_repeat: 10000\n"
+      "candidate_timeout_s: 604800\ntest_timeout_s: 604800\nuser_test_timeout_s: 604800\nrtol: 0\natol: 0\n"
+      "roofline_config: {sol_threshold_pct: 100, underutilized_threshold_pct: 0}\nmax_kernel_bytes: 1024\n"
+      "strategy_config: {num_top_kernels: 8, num_bottlenecks: 32}\nllm: {max_reply_bytes: 67108864}\n",
+      "x");
+  EXPECT_EQ(c.num_workers, 1024);
+  EXPECT_DOUBLE_EQ(c.candidate_timeout_s, 604800);
+  EXPECT_EQ(*c.rtol, 0);
+  EXPECT_EQ(c.max_kernel_bytes, 1024);
+  EXPECT_EQ(c.llm.max_reply_bytes, 64 * 1024 * 1024);
+}
+
+TEST(ConfigLimits, PlannedCandidatesPerRoundAreBounded) {
+  // 32 x 32 = 1024 LLM calls a round: each key is within its own bound, the product is not.
+  auto e = error_of("strategy_config:\n  num_top_kernels: 32\n  num_bottlenecks: 32\n");
+  EXPECT_NE(e.find("cfg.yaml:2:"), std::string::npos) << e;
+  EXPECT_NE(e.find("plans 1024 candidates per round"), std::string::npos) << e;
+  EXPECT_NE(e.find("at most 256"), std::string::npos) << e;
+  // Models and samples multiply too; expanding parents below num_top_kernels divide.
+  EXPECT_NE(error_of("strategy_config: {num_bottlenecks: 8, samples_per_prompt: 8, models: [a, b, c, d, e]}\n")
+                .find("plans 640 candidates"),
+            std::string::npos);
+  EXPECT_NO_THROW(parse_config("strategy_config: {num_top_kernels: 32, num_bottlenecks: 32, num_expanding_parents: 8}\n",
+                               "x"));
+  // Greedy expands one candidate a round whatever the fan-out keys say.
+  EXPECT_NO_THROW(parse_config("strategy: greedy\nstrategy_config: {num_top_kernels: 32, num_bottlenecks: 32}\n", "x"));
+  std::string many = "strategy_config:\n  models: [";
+  for (int i = 0; i < 33; ++i) many += (i ? ", m" : "m") + std::to_string(i);
+  expect_refused(many + "]\n", "strategy_config.models", 2);
+}
+
+TEST(ConfigLimits, DuplicateGpuIdsAreRefused) {
+  auto e = error_of("gpu_ids: [0, 1, 0]\n");
+  EXPECT_NE(e.find("cfg.yaml:1:"), std::string::npos) << e;
+  EXPECT_NE(e.find("lists device 0 twice"), std::string::npos) << e;
+}
+
+TEST(ConfigLimits, AnEmptyConfigIsRefused) {
+  for (const char* text : {"", "\n\n", "# nothing but a comment\n", "~\n"}) {
+    const auto e = error_of(text);
+    EXPECT_NE(e.find("cfg.yaml"), std::string::npos) << e;
+    EXPECT_NE(e.find("the strategy config is empty"), std::string::npos) << "'" << text << "' -> " << e;
+  }
+  temp_dir d;
+  auto p = d.write("empty.yaml", "");
+  try {
+    load_config_file(p);
+    FAIL() << "an empty file loaded";
+  } catch (const user_error& e) {
+    EXPECT_NE(std::string(e.what()).find(p + ": the strategy config is empty"), std::string::npos) << e.what();
+  }
+}
+
+TEST(ConfigLimits, AConfigPathThatIsADirectoryIsRefused) {
+  temp_dir d;
+  fs::create_directories(d.path / "dir.yaml");
+  const auto p = (d.path / "dir.yaml").string();
+  for (auto load : {+[](const std::string& x) { load_config_file(x); },
+                    +[](const std::string& x) { load_strategy(x, {}); }}) {
+    try {
+      load(p);
+      FAIL() << "a directory loaded as a config";
+    } catch (const user_error& e) {
+      EXPECT_EQ(std::string(e.what()), p + ": is a directory; expected a strategy YAML file");
+    }
+  }
+  // A directory named like a strategy in a config dir is not a strategy.
+  EXPECT_EQ(discover_strategies({d.path.string()}).count("dir"), 0u);
+}
+
+TEST(ConfigLimits, SizeBoundsHaveDefaultsAndRoundTrip) {
+  auto c = parse_config("strategy: greedy\n", "x");
+  EXPECT_EQ(c.max_kernel_bytes, 256 * 1024);
+  EXPECT_EQ(c.llm.max_reply_bytes, 1024 * 1024);
+  auto d = parse_config("max_kernel_bytes: 4096\nllm: {max_reply_bytes: 8192}\n", "x");
+  auto again = parse_config(to_yaml(d), "round-trip");
+  EXPECT_EQ(again.max_kernel_bytes, 4096);
+  EXPECT_EQ(again.llm.max_reply_bytes, 8192);
 }
