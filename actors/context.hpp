@@ -36,6 +36,8 @@ struct run_context {
   bool verbose = false;
   std::vector<std::string> notes;       ///< start-up decisions worth an event (device choice, gpu_name)
   std::string inject_fault;             ///< KAGENT_INJECT_FAULT (see README "Fault injection")
+  std::string sandbox_mode;             ///< resolved at start-up: "bwrap", "rlimits" or "off" (docs/sandbox.md)
+  std::string sandbox_warning;          ///< why it fell back to rlimits ("" when it did not)
 };
 
 using context_ptr = std::shared_ptr<const run_context>;

@@ -826,7 +826,8 @@ caf::behavior manager_actor(caf::event_based_actor* self, context_ptr ctx, caf::
                            {"devices", ctx->device_ids}, {"gpu_name", ctx->gpu_name},
                            {"platform", ctx->cfg.platform.uniform()}, {"max_rounds", ctx->cfg.max_rounds},
                            {"schedule", st->async ? "async" : "rounds"}, {"num_workers", st->slots},
-                           {"resume", ctx->resume}});
+                           {"resume", ctx->resume}, {"sandbox", ctx->sandbox_mode},
+                           {"sandbox_warning", ctx->sandbox_warning}});
         for (const auto& n : ctx->notes) emit("note", {{"what", n}});
         st->db->set_states({{store::state_key::status, "running"}, {store::state_key::kernel_dir, ctx->kernel_dir},
                             {store::state_key::strategy_name, ctx->cfg.name}});

@@ -59,6 +59,9 @@ kernel_profile_request make_request(const run_context& ctx, int device_id, const
   // A GPU-less run (a cpu run that profiles with a fake or remote tool) runs the kernel in the Triton
   // interpreter with the small problem, as its evaluator does.
   req.device = ctx.vendor.empty() ? "cpu" : "cuda";
+  // The profiled kernel is candidate code: the tools run in the run's sandbox.
+  req.sandbox_mode = ctx.sandbox_mode.empty() ? ctx.cfg.sandbox.mode : ctx.sandbox_mode;
+  req.rlimits = limits_from_config(ctx.cfg.sandbox, ctx.vendor);
   return req;
 }
 

@@ -10,11 +10,13 @@
 
 #include "actors/actors.hpp"
 #include "platform/common/errors.hpp"
+#include "platform/common/redact.hpp"
 #include "platform/gpu/gpu_name.hpp"
 #include "platform/gpu/selection.hpp"
 #include "platform/gpu/timeouts.hpp"
 #include "platform/llm/dotenv.hpp"
 #include "platform/llm/replay.hpp"
+#include "platform/process/sandbox.hpp"
 #include "platform/store/program_db.hpp"
 #include "platform/store/run_directory.hpp"
 #include "platform/store/run_lock.hpp"
@@ -112,6 +114,14 @@ run_outcome run_optimization(const run_request& req) {
 
   // Devices: detection by the CLI tools only; this process never touches a GPU runtime and never
   // changes its own environment (SPEC §10.2 rules 12-13).
+  // Secrets leave our own environment before anything reads it (main already took the default
+  // patterns; this adds the config's and llm.api_key_env): no child can inherit them, and
+  // /proc/<our pid>/environ no longer shows them. No thread but this one runs yet.
+  std::vector<std::string> secret_patterns = default_secret_patterns();
+  secret_patterns.insert(secret_patterns.end(), ctx->cfg.secret_env_patterns.begin(), ctx->cfg.secret_env_patterns.end());
+  std::vector<std::string> secret_names;
+  if (!ctx->cfg.llm.api_key_env.empty()) secret_names.push_back(ctx->cfg.llm.api_key_env);
+  scrub_own_environment(secret_patterns, secret_names);
   const env_map env = current_environment();
   std::vector<std::string> notes;
   check_mask_conflict(env);  // for every strategy, before anything else (SPEC §10.2 rule 2)
@@ -130,17 +140,28 @@ run_outcome run_optimization(const run_request& req) {
     if (!choice.note.empty()) notes.push_back(choice.note);
     notes.push_back("devices: " + sel.reason);
   }
+  {
+    // Probed once here; "bwrap" required but broken is a configuration error (exit 2).
+    auto plan = plan_sandbox(ctx->cfg.sandbox.mode, {});
+    ctx->sandbox_mode = plan.mode;
+    ctx->sandbox_warning = plan.warning;
+    if (!plan.warning.empty()) notes.push_back(plan.warning);
+  }
   ctx->notes = notes;
   ctx->test_timeout_s = resolve_test_timeout_s(ctx->cfg.test_timeout_s,
                                                ctx->vendor.empty() ? ctx->cfg.platform.verifier : ctx->vendor);
-  ctx->child_env = scrub_env(env, ctx->cfg.secret_env_patterns.empty() ? default_secret_patterns()
-                                                                       : ctx->cfg.secret_env_patterns);
+  ctx->child_env = scrub_env(env, secret_patterns);
 
   // The LLM provider, before anything is created: a missing key, an unknown provider or a malformed
   // replay set is one line and exit 2, never a run whose every call fails.
   {
-    auto llm_env = merge_env(env, load_dotenv(".env"));
+    const auto dotenv = load_dotenv(".env");
+    for (const auto& [k, v] : dotenv)
+      if (scrub_env({{k, v}}, secret_patterns).empty()) register_secret(k, v);
+    auto llm_env = merge_env(merge_env(env, scrubbed_secrets()), dotenv);
     auto settings = resolve_provider(ctx->cfg.llm, ctx->cfg.openai_model, llm_env);
+    register_secret(settings.api_key_env, settings.api_key);  // also when it came from .env
+    if (!settings.api_key_env.empty()) ctx->child_env.erase(settings.api_key_env);
     ctx->llm = make_provider(settings);
     if (!ctx->llm_record_dir.empty())
       ctx->llm = std::make_shared<recording_provider>(ctx->llm, ctx->llm_record_dir,

@@ -52,7 +52,7 @@ int run_ask(const ask_options& o) {
     if (o.timeout_s) cfg.timeout_s = *o.timeout_s;
     if (o.retries) cfg.max_retries = *o.retries;
 
-    env_map env = merge_env(current_environment(), load_dotenv(".env"));
+    env_map env = merge_env(merge_env(current_environment(), scrubbed_secrets()), load_dotenv(".env"));
     provider_settings s = resolve_provider(cfg, rc.openai_model, env);
     std::shared_ptr<llm_provider> provider = make_provider(s, std::make_shared<http_client>(env));
     if (!o.record_dir.empty())

@@ -8,6 +8,7 @@
 #include "actors/runtime.hpp"
 #include "app/command.hpp"
 #include "app/run_command.hpp"
+#include "platform/common/env.hpp"
 #include "platform/common/errors.hpp"
 
 namespace kagent::app {
@@ -18,6 +19,9 @@ std::vector<command_entry>& command_registry() {
 } // namespace kagent::app
 
 int main(int argc, char** argv) {
+  // Before any thread exists: secrets leave the environment (and /proc/self/environ) at once and live
+  // on only in memory (docs/sandbox.md).
+  kagent::scrub_own_environment(kagent::default_secret_patterns());
   CLI::App app{"kagent-actors: LLM-driven GPU kernel optimization on an actor runtime.\n"
                "Run: kagent-actors --strategy NAME|all --kernel-dir DIR [options]"};
   app.set_version_flag("--version", std::string{"kagent-actors "} + KAGENT_VERSION);

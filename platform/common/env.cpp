@@ -3,8 +3,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstdint>
 #include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <mutex>
 #include <sstream>
+
+#include "platform/common/redact.hpp"
 
 extern char** environ;
 
@@ -66,6 +72,104 @@ const std::vector<std::string>& default_secret_patterns() {
   static const std::vector<std::string> pats{"*_API_KEY", "*_TOKEN", "*SECRET*", "*_PASSWORD",
                                              "AWS_*KEY*"};
   return pats;
+}
+
+namespace {
+
+std::mutex& vault_mutex() {
+  static auto* m = new std::mutex;
+  return *m;
+}
+env_map& vault() {
+  static auto* v = new env_map;
+  return *v;
+}
+
+bool matches_any(const std::string& name, const std::vector<std::string>& patterns,
+                 const std::vector<std::string>& names) {
+  for (const auto& n : names)
+    if (n == name) return true;
+  for (const auto& p : patterns)
+    if (glob_match(p, name)) return true;
+  return false;
+}
+
+/// [env_start, env_end) of this process: the block the kernel shows as /proc/self/environ (fields 50
+/// and 51 of /proc/self/stat, after the parenthesised command name).
+bool original_env_block(char*& begin, char*& end) {
+  std::ifstream f("/proc/self/stat");
+  std::string stat((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  auto close = stat.rfind(')');
+  if (close == std::string::npos) return false;
+  std::istringstream ss(stat.substr(close + 1));
+  std::string field;
+  unsigned long long start = 0, stop = 0;
+  for (int i = 3; i <= 51 && (ss >> field); ++i) {
+    if (i == 50) start = std::strtoull(field.c_str(), nullptr, 10);
+    if (i == 51) stop = std::strtoull(field.c_str(), nullptr, 10);
+  }
+  if (start == 0 || stop <= start) return false;
+  begin = reinterpret_cast<char*>(static_cast<uintptr_t>(start));
+  end = reinterpret_cast<char*>(static_cast<uintptr_t>(stop));
+  return true;
+}
+
+/// Zeroes the value of a "NAME=VALUE" string in place.
+void zero_value(char* entry) {
+  char* eq = std::strchr(entry, '=');
+  if (eq) std::memset(eq + 1, 0, std::strlen(eq + 1));
+}
+
+} // namespace
+
+std::vector<std::string> scrub_own_environment(const std::vector<std::string>& patterns,
+                                               const std::vector<std::string>& names) {
+  std::lock_guard lk(vault_mutex());
+  std::vector<std::string> removed;
+  std::vector<char*> entries;
+  for (char** e = environ; e && *e; ++e) {
+    const char* eq = std::strchr(*e, '=');
+    if (!eq) continue;
+    std::string name(*e, static_cast<size_t>(eq - *e));
+    if (!matches_any(name, patterns, names)) continue;
+    std::string value(eq + 1);
+    register_secret(name, value);
+    vault().insert_or_assign(name, value);
+    removed.push_back(name);
+    entries.push_back(*e);
+  }
+  for (const auto& n : removed) ::unsetenv(n.c_str());
+  // After unsetenv: the strings are no longer reachable through environ, only through memory we
+  // still own (the original block on the stack, or setenv's heap copies glibc never frees).
+  for (char* e : entries) zero_value(e);
+  // Entries of the original block that environ no longer points at (unset earlier, or replaced by a
+  // setenv) still show in /proc/self/environ; zero those that name a secret too.
+  char* begin = nullptr;
+  char* end = nullptr;
+  if (original_env_block(begin, end)) {
+    for (char* p = begin; p < end;) {
+      size_t len = strnlen(p, static_cast<size_t>(end - p));
+      const char* eq = static_cast<const char*>(std::memchr(p, '=', len));
+      if (eq && eq > p) {
+        std::string name(p, static_cast<size_t>(eq - p));
+        if (matches_any(name, patterns, names)) {
+          std::string value(eq + 1, len - static_cast<size_t>(eq + 1 - p));
+          if (!value.empty()) {
+            register_secret(name, value);
+            vault().emplace(name, value);  // environ's value (if it differed) wins
+          }
+          std::memset(p + (eq + 1 - p), 0, len - static_cast<size_t>(eq + 1 - p));
+        }
+      }
+      p += len + 1;
+    }
+  }
+  return removed;
+}
+
+env_map scrubbed_secrets() {
+  std::lock_guard lk(vault_mutex());
+  return vault();
 }
 
 std::string find_on_path(const std::string& name, const std::string& path_var) {

@@ -26,6 +26,18 @@ env_map scrub_env(const env_map& env, const std::vector<std::string>& patterns);
 /// The default patterns that never reach a child: API keys, tokens and secrets.
 const std::vector<std::string>& default_secret_patterns();
 
+/// Removes every variable whose name matches one of `patterns` (or equals one of `names`) from this
+/// process's environment, and keeps it only in memory: its value is registered with the redactor
+/// (platform/common/redact.hpp), remembered for scrubbed_secrets(), unset, and its bytes are zeroed
+/// in place both where environ pointed and in the original block that /proc/self/environ shows (which
+/// unsetenv alone leaves intact). Returns the names removed. Not thread-safe (it edits environ): call
+/// it before any thread starts, or while no other thread reads the environment.
+std::vector<std::string> scrub_own_environment(const std::vector<std::string>& patterns,
+                                               const std::vector<std::string>& names = {});
+
+/// The variables scrub_own_environment removed, with their values: what the LLM key lookup reads.
+env_map scrubbed_secrets();
+
 /// Searches `path_var` (colon-separated) for an executable `name`; empty when not found.
 std::string find_on_path(const std::string& name, const std::string& path_var);
 

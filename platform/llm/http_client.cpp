@@ -1,5 +1,6 @@
 // The only Beast translation unit of the LLM layer (see the header for what it does and why).
 #include "platform/llm/http_client.hpp"
+#include "platform/common/redact.hpp"
 
 #include <boost/asio/connect.hpp>
 #include <boost/asio/io_context.hpp>
@@ -219,7 +220,7 @@ struct http_client::impl {
     if (proxy && !u.tls() && !proxy->userinfo.empty())
       req.set(http::field::proxy_authorization, "Basic " + base64(proxy->userinfo));
     for (auto& [k, v] : r.headers) req.set(k, v);
-    req.body() = r.body;
+    req.body() = redact(r.body);  // nothing a child printed leaves this machine with a secret in it
     req.prepare_payload();
 
     const std::string where = u.scheme + "://" + u.authority();

@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "platform/common/errors.hpp"
+#include "platform/common/redact.hpp"
 
 namespace kagent {
 
@@ -389,7 +390,8 @@ void recording_provider::write(const llm_request& req, const llm_response* res, 
   tmp += ".tmp";
   {
     std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    f << j.dump(2) << "\n";
+    f << redact(j.dump(2)) << "\n";  // also any secret a prompt quoted from a child
+
     if (!f) throw run_error("cannot write the LLM recording " + tmp.string());
   }
   fs::rename(tmp, final_path);

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -183,8 +184,13 @@ evaluator_reply evaluator_client::start() {
     return fail(evaluator_failure::spawn_failed, "cannot start the evaluator: " + log_path + ": " + std::strerror(e));
   }
 
+  const pid_t parent = ::getpid();
   pid_t pid = ::fork();
   if (pid == 0) {
+    // Dies with us (kill -9 included). PDEATHSIG follows the forking thread: the client's owner (a
+    // detached actor or a scheduler thread) outlives the server it starts; see the header.
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != parent) ::_exit(127);
     ::setpgid(0, 0);
     // Move the fds we keep above the target numbers first, so no dup2 overwrites a source.
     int sock = ::fcntl(sv[1], F_DUPFD_CLOEXEC, 10);

@@ -11,6 +11,9 @@
 // garbled reply, the whole process group is killed and reaped, the failure is reported, and the next
 // request starts a fresh server — replaying the last successful load_problem first, so the caller
 // never has to notice the restart. Not thread-safe: one owner (the evaluator actor) drives it.
+// The server gets PR_SET_PDEATHSIG(SIGKILL): it dies with kagent-actors (kill -9 included), and also
+// when the thread that started it ends, so start it from a thread that outlives it (a detached
+// actor, or one of the actor system's scheduler threads, which live until shutdown).
 #include <sys/types.h>
 
 #include <chrono>

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -83,6 +84,7 @@ process_result run_process(const process_spec& spec) {
   auto envp_c = to_cstrings(envs);
 
   const auto t0 = clock_type::now();
+  const pid_t parent = ::getpid();
   pid_t pid = ::fork();
   if (pid < 0) {
     res.error = std::string{"fork: "} + std::strerror(errno);
@@ -90,6 +92,10 @@ process_result run_process(const process_spec& spec) {
   }
   if (pid == 0) {
     // Child: only async-signal-safe calls from here on.
+    // Dies with us: PDEATHSIG fires when the forking *thread* ends, which is safe here because this
+    // thread blocks in run_process until the child is reaped. If we died before prctl, give up.
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != parent) ::_exit(127);
     ::setpgid(0, 0);
     ::dup2(in_pipe[0], 0);
     ::dup2(out_pipe[1], 1);

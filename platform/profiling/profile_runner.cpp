@@ -10,6 +10,7 @@
 #include <system_error>
 
 #include "platform/common/errors.hpp"
+#include "platform/common/redact.hpp"
 #include "platform/gpu/specs.hpp"
 #include "platform/nvidia/ncu_parse.hpp"
 #include "platform/nvidia/ncu_plan.hpp"
@@ -78,7 +79,7 @@ std::string json_literal(const std::string& s) { return nlohmann::json(s).dump()
 
 void write_text(const fs::path& p, const std::string& text) {
   std::ofstream f(p, std::ios::binary | std::ios::trunc);
-  f << text;
+  f << redact(text);
   if (!f) throw run_error("cannot write " + p.string());
 }
 
@@ -134,6 +135,17 @@ public:
     if (req_.python.empty()) throw user_error("no Python interpreter configured for the profile wrapper");
     if (req_.code.empty()) throw user_error("the profile request has no kernel code");
 
+    // Planned once the directory exists (bwrap binds it); "bwrap" required but broken fails the setup.
+    sandbox_request sb;
+    sb.writable = {dir_.string()};
+    sb.vendor = req_.device == "cpu" ? "" : req_.platform;
+    sb.limits = req_.rlimits;
+    sb.readable = {fs::absolute(req_.problem_path).parent_path().string(), fs::absolute(req_.install_root).string()};
+    if (req_.python.find('/') != std::string::npos)
+      sb.readable.push_back(fs::absolute(req_.python).parent_path().parent_path().string());
+    sb.hidden = {fs::absolute(".env").string()};  // our own .env (API keys) stays unreadable
+    sandbox_ = plan_sandbox(req_.sandbox_mode.empty() ? "off" : req_.sandbox_mode, sb);
+    if (!sandbox_.warning.empty()) out_.notes.push_back(sandbox_.warning);
     const fs::path kernel = dir_ / (id + "_kernel.py");
     const fs::path launcher = dir_ / (id + "_wrapper.py");
     write_text(kernel, req_.code);
@@ -183,7 +195,7 @@ public:
     rec.timeout_s = timeout_s;
     rec.start_s = elapsed();
     process_spec spec;
-    spec.argv = argv;
+    spec.argv = sandboxed_argv(sandbox_, argv);
     spec.env = env;
     spec.cwd = dir_.string();
     spec.timeout = std::chrono::milliseconds(static_cast<long long>(timeout_s * 1000));
@@ -210,7 +222,7 @@ public:
     auto& rec = out_.records.back();
     rec.verdict = verdict;
     std::ofstream f(jsonl_, std::ios::app | std::ios::binary);
-    f << nlohmann::json(rec).dump() << "\n";
+    f << redact(nlohmann::json(rec).dump()) << "\n";
   }
 
 private:
@@ -220,6 +232,7 @@ private:
   fs::path dir_;
   fs::path jsonl_;
   std::string last_output_;
+  sandbox_plan sandbox_;
 };
 
 tool_exit exit_of(const invocation_record& r) { return {r.exit_code, r.term_signal, r.timed_out, r.timeout_s}; }
@@ -451,7 +464,7 @@ void write_metrics_file(const fs::path& dir, const kernel_profile_request& req, 
                    {"invocations", out.records.size()},
                    {"detail", detail}};
   std::ofstream f(dir / "metrics.json", std::ios::binary | std::ios::trunc);
-  f << j.dump(2) << "\n";
+  f << redact(j.dump(2)) << "\n";
 }
 
 } // namespace

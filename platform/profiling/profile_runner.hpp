@@ -8,6 +8,8 @@
 //                             start offset, produced files, verdict, output tail), appended as it ends
 //   dir/metrics.json          the outcome: ok/error, kernel, flat metrics, roofline, parser detail
 //   dir/tmp/, dir/.triton_cache/   the children's TMPDIR and Triton cache (nothing goes outside dir)
+// Every command runs inside the request's sandbox (docs/sandbox.md), writable only in dir; what it
+// writes into the records and metrics.json is redacted of secrets by value.
 //
 // ROCm: one stats pass, then one rocprofv3 pass per counter group, each trying its counter-name
 // alternatives in order. NVIDIA: one ncu command filtered to the Triton kernel. Every command runs
@@ -23,6 +25,7 @@
 
 #include "platform/common/env.hpp"
 #include "platform/config/config.hpp"
+#include "platform/process/sandbox.hpp"
 
 namespace kagent {
 
@@ -62,6 +65,10 @@ struct kernel_profile_request {
   std::string size;                ///< KAGENT_PROBLEM_SIZE for the wrapper ("" = the problem's default)
   bool with_mfma = true;           ///< ROCm: the optional MFMA counter pass
   double per_command_cap_s = 600;  ///< no single command waits longer than this
+  /// Every tool command runs under plan_sandbox(sandbox_mode, {writable: dir, vendor: platform}) —
+  /// the profiled kernel is candidate code. "off" (the default here) runs them bare.
+  std::string sandbox_mode = "off";
+  sandbox_limits rlimits;          ///< the sandbox's limits (limits_from_config)
 };
 
 struct kernel_profile_outcome {

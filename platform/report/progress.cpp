@@ -221,12 +221,14 @@ std::optional<std::string> format_log_line(const progress_state& st, const std::
   if (type == "run_start") {
     std::string devices;
     if (p.is_object() && p.contains("devices") && p["devices"].is_array()) devices = p["devices"].dump();
-    return say(fmt::format("run start: strategy {} ({}{}), devices {}{}, platform {}, max rounds {}, kernel {}",
+    return say(fmt::format("run start: strategy {} ({}{}), devices {}{}, platform {}, max rounds {}, kernel {}{}",
                            text_of(p, "strategy").empty() ? "?" : text_of(p, "strategy"), text_of(p, "search"),
                            st.schedule == "rounds" ? "" : ", " + st.schedule, devices.empty() ? "n/a" : devices,
                            text_of(p, "gpu_name").empty() ? "" : " " + text_of(p, "gpu_name"),
                            text_of(p, "platform").empty() ? "n/a" : text_of(p, "platform"),
-                           st.max_rounds > 0 ? std::to_string(st.max_rounds) : "n/a", text_of(p, "kernel_dir")));
+                           st.max_rounds > 0 ? std::to_string(st.max_rounds) : "n/a", text_of(p, "kernel_dir"),
+                           text_of(p, "sandbox").empty() ? "" : ", sandbox " + text_of(p, "sandbox") +
+                               (text_of(p, "sandbox_warning").empty() ? "" : " (" + text_of(p, "sandbox_warning") + ")")));
   }
   if (type == "initial")
     return say(fmt::format("starting kernel {} (PyTorch eager {}, torch.compile {})",

@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "platform/common/errors.hpp"
+#include "platform/common/redact.hpp"
 #include "platform/store/util.hpp"
 
 namespace kagent::store {
@@ -77,6 +78,7 @@ std::string event_log::append(std::string_view type, const json& fields) {
     line += ',';
     line.append(body, 1, std::string::npos);  // without '{'
   }
+  line = redact(line);  // a child's output quoted in an event must not carry a secret out
   const std::string out = line + '\n';
   std::lock_guard<std::mutex> guard(mutex_);
   int err = 0;

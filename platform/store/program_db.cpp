@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "platform/common/errors.hpp"
+#include "platform/common/redact.hpp"
 #include "platform/store/util.hpp"
 
 namespace kagent::store {
@@ -152,7 +153,9 @@ public:
     return *this;
   }
 
-  void bind(int i, const std::string& v) {
+  void bind(int i, const std::string& raw) {
+    // Every text column (code, errors, output tails) is redacted by value on its way in.
+    const std::string v = redact(raw);
     check(sqlite3_bind_text(stmt_, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT));
   }
   void bind(int i, const char* v) { bind(i, std::string(v)); }

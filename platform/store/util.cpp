@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 
 #include "platform/common/errors.hpp"
+#include "platform/common/redact.hpp"
 
 namespace kagent::store {
 
@@ -63,7 +64,9 @@ bool write_all(int fd, std::string_view text, int& err) {
 
 } // namespace
 
-void write_file_atomic(const fs::path& path, std::string_view text) {
+void write_file_atomic(const fs::path& path, std::string_view raw) {
+  // Every file of a run passes here: a secret that came back in a child's output is redacted by value.
+  const std::string text = redact(raw);
   // A name unique per process and call, so concurrent writers of different files (or of the same
   // file from two threads) never share a temporary; the leading dot keeps it out of casual listings.
   static std::atomic<unsigned long> counter{0};

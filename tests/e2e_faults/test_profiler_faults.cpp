@@ -69,7 +69,10 @@ std::string config_for(const scratch& s, const std::string& vendor) {
                   "benchmark_warmup: 2\nbenchmark_repeat: 5\ncandidate_timeout_s: 300\nprofile_budget_s: 8\n"
                   "platform_kwargs:\n  " + (vendor == "rocm" ? "rocprof_bin_path: " + kFakes + "/rocprofv3"
                                                               : "ncu_bin_path: " + kFakes + "/ncu") + "\n" +
-                  "llm:\n  provider: replay\n  replay_dir: " + (s.dir / "replay").string() + "\n";
+                  "llm:\n  provider: replay\n  replay_dir: " + (s.dir / "replay").string() + "\n" +
+                  // The fakes append to FAKE_*_LOG in the scratch directory, outside the profile's
+                  // sandbox (tests/process/test_sandbox.cpp covers the sandbox itself).
+                  "sandbox:\n  mode: off\n";
   return s.write("cfg/faulty.yaml", y);
 }
 

@@ -59,6 +59,7 @@ struct actor_case {
   /// `platform` is the profiler component's; the fakes' variables go into the run's child environment.
   actor_case(const std::string& platform, const std::map<std::string, std::string>& vars) {
     ctx->cfg.platform.profiler = platform;
+    ctx->sandbox_mode = "off";  // the fakes append to FAKE_*_LOG outside the profile's sandbox
     ctx->install_root = KAGENT_SOURCE_DIR;
     ctx->problem_path = matvec_dir() + "/problem.py";
     ctx->python = "python3";

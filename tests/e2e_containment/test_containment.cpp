@@ -1,0 +1,244 @@
+// kagent-actors with hostile candidates (cpu platform, replay LLM): one dumps every environment it
+// can reach (its own, its parent's, kagent-actors' /proc/<pid>/environ and .env) and one hangs.
+// The planted API key must be in no file of the run; a kill of kagent-actors mid-hang must leave
+// no process behind within 2 s.
+#include <gtest/gtest.h>
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <map>
+#include <sstream>
+#include <thread>
+
+#include "tests/e2e/e2e_util.hpp"
+
+using namespace e2e;
+
+namespace {
+
+const std::string kMatvec = source("examples/optimize_01_matvec");
+const std::string kKey = "sk-ant-test-" + std::to_string(::getpid()) + "-c0ffee5ecret";
+const std::string kDotenvKey = "sk-openai-test-" + std::to_string(::getpid()) + "-d07e4v";
+
+/// The starting kernel with `prologue` run at the top of kernel_function.
+std::string hostile(const std::string& prologue) {
+  std::string code = slurp(kMatvec + "/input.py");
+  const std::string at = "    \"\"\"y = A @ B for A (M x K) and B (K x 1); returns an (M x 1) tensor of A's dtype.\"\"\"\n";
+  auto pos = code.find(at);
+  if (pos == std::string::npos) return "";
+  code.insert(pos + at.size(), prologue);
+  code.insert(code.find("import torch"), "import os\n");
+  return "Here is the faster kernel.\n\n```python\n" + code + "```\n";
+}
+
+const std::string kDump =
+    "    out = []\n"
+    "    pid = os.getpid()\n"
+    "    for _ in range(8):\n"
+    "        try:\n"
+    "            out.append('ENV%d:' % pid + open('/proc/%d/environ' % pid, 'rb').read().replace(b'\\0', b' ').decode())\n"
+    "        except Exception as e:\n"
+    "            out.append('ERR %r' % e)\n"
+    "        try:\n"
+    "            out.append('DOTENV:' + open('/proc/%d/cwd/.env' % pid).read())\n"
+    "        except Exception:\n"
+    "            pass\n"
+    "        try:\n"
+    "            pid = int(open('/proc/%d/stat' % pid).read().rsplit(')', 1)[1].split()[1])\n"
+    "        except Exception:\n"
+    "            break\n"
+    "        if pid <= 1:\n"
+    "            break\n"
+    "    dump = '\\n'.join(out)\n"
+    "    print('HOSTILE_DUMP', dump)\n"
+    "    raise RuntimeError('HOSTILE_DUMP ' + dump[:4000])\n";
+
+const std::string kHang =
+    "    open(os.path.join(os.environ.get('KAGENT_HANG_MARK_DIR', '.'), 'hang_started'), 'w').close()\n"
+    "    while True:\n"
+    "        pass\n";
+
+void write_replay(const scratch& s, const std::string& reply) {
+  s.write("replay/optimize_001.md", reply);
+  s.write("replay/optimize_002.md", reply);
+  const std::string bottleneck =
+      R"([{"category": "memory", "summary": "streamed once", "reasoning": "bandwidth bound", "root_causes": [{"cause": "small tiles",)"
+      R"( "evidence": [], "fixes": [{"fix": "raise BLOCK_K", "rationale": "fewer programs"}]}]}])";
+  s.write("replay/bottleneck_001.md", bottleneck);
+  s.write("replay/reflexion_001.md",
+          R"({"was_diagnosis_correct": false, "was_fix_effective": false, "expected_outcome": "faster",)"
+          R"( "actual_outcome": "failed", "reasoning": "it failed", "lessons": [], "avoid_patterns": [], "try_patterns": []})");
+}
+
+std::string config(const scratch& s) {
+  return s.write("cfg/contain.yaml",
+                 "strategy: greedy\nnum_workers: 1\nmax_rounds: 1\nplatform: cpu\ntarget_platform: cpu\n"
+                 "benchmark_warmup: 1\nbenchmark_repeat: 2\nmax_refine_attempts: 1\n"
+                 "llm:\n  provider: replay\n  replay_dir: " + (s.dir / "replay").string() + "\n");
+}
+
+/// Every regular file under `dir` that contains `needle`.
+std::vector<std::string> files_containing(const fs::path& dir, const std::string& needle) {
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (auto it = fs::recursive_directory_iterator(dir, ec); it != fs::recursive_directory_iterator(); it.increment(ec)) {
+    if (ec) break;
+    if (!it->is_regular_file(ec)) continue;
+    if (slurp(it->path()).find(needle) != std::string::npos) out.push_back(it->path().string());
+  }
+  return out;
+}
+
+/// Descendants of `root` (by /proc/<pid>/stat's ppid), with their start times.
+std::vector<std::pair<int, std::string>> descendants(int root) {
+  std::map<int, std::pair<int, std::string>> info;  // pid -> (ppid, starttime)
+  for (const auto& e : fs::directory_iterator("/proc")) {
+    const std::string name = e.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    const std::string st = slurp(e.path() / "stat");
+    auto close = st.rfind(')');
+    if (close == std::string::npos) continue;
+    std::istringstream ss(st.substr(close + 2));
+    std::vector<std::string> f;
+    std::string x;
+    while (ss >> x) f.push_back(x);
+    if (f.size() < 20) continue;
+    info[std::stoi(name)] = {std::stoi(f[1]), f[19]};
+  }
+  std::vector<std::pair<int, std::string>> out;
+  std::vector<int> frontier{root};
+  while (!frontier.empty()) {
+    int p = frontier.back();
+    frontier.pop_back();
+    for (const auto& [pid, pi] : info)
+      if (pi.first == p) {
+        out.push_back({pid, pi.second});
+        frontier.push_back(pid);
+      }
+  }
+  return out;
+}
+
+bool alive(int pid, const std::string& starttime) {
+  const std::string st = slurp("/proc/" + std::to_string(pid) + "/stat");
+  auto close = st.rfind(')');
+  if (close == std::string::npos) return false;
+  std::istringstream ss(st.substr(close + 2));
+  std::vector<std::string> f;
+  std::string x;
+  while (ss >> x) f.push_back(x);
+  return f.size() >= 20 && f[0] != "Z" && f[0] != "X" && f[19] == starttime;
+}
+
+} // namespace
+
+TEST(Containment, PlantedKeyIsInNoFileOfTheRun) {
+  scratch s;
+  write_replay(s, hostile(kDump));
+  s.write(".env", "OPENAI_API_KEY=" + kDotenvKey + "\n");
+  auto r = run({"--strategy", config(s), "--kernel-dir", kMatvec, "--run-dir", (s.dir / "runs").string(),
+                "--llm-record", (s.dir / "rec").string()},
+               {{"ANTHROPIC_API_KEY", kKey}, {"KAGENT_INJECT_FAULT", ""}, {"KAGENT_PYTHON", KAGENT_PYTHON}}, s.dir.string(), 400);
+  ASSERT_TRUE(r.started) << r.describe();
+  auto dirs = run_dirs(s.dir / "runs");
+  ASSERT_EQ(dirs.size(), 1u) << r.err;
+  // The hostile kernel ran and its dump reached the run (candidate error, logs).
+  EXPECT_FALSE(files_containing(dirs[0], "HOSTILE_DUMP").empty()) << r.out << r.err;
+  EXPECT_FALSE(files_containing(dirs[0], "ENV").empty());
+  // The key from the environment is in no file of the run, nor in the LLM records, nor on stdout/stderr.
+  auto leaks = files_containing(s.dir / "runs", kKey);
+  EXPECT_TRUE(leaks.empty()) << leaks.front();
+  EXPECT_TRUE(files_containing(s.dir / "rec", kKey).empty());
+  EXPECT_EQ(r.out.find(kKey), std::string::npos);
+  EXPECT_EQ(r.err.find(kKey), std::string::npos);
+  // The .env key is readable by an unsandboxed candidate through /proc/<pid>/cwd; what the run
+  // itself writes (program.db, events, candidate files, LLM records) is redacted by value.
+  for (const char* f : {"program.db", "events.jsonl", "summary.json"})
+    if (fs::exists(dirs[0] / f)) {
+      EXPECT_EQ(slurp(dirs[0] / f).find(kDotenvKey), std::string::npos) << f;
+    }
+  if (fs::exists(dirs[0] / "candidates")) {
+    EXPECT_TRUE(files_containing(dirs[0] / "candidates", kDotenvKey).empty());
+  }
+  EXPECT_TRUE(files_containing(s.dir / "rec", kDotenvKey).empty());
+  // ... and the dump did carry it: the sinks replaced it.
+  EXPECT_FALSE(files_containing(dirs[0], "[REDACTED:OPENAI_API_KEY]").empty());
+}
+
+class KillDuringHang : public ::testing::TestWithParam<int> {};
+
+TEST_P(KillDuringHang, LeavesNothingBehind) {
+  const int sig = GetParam();
+  scratch s;
+  write_replay(s, hostile(kHang));
+  const std::string cfg = config(s);
+  const std::string out_path = (s.dir / "out.log").string();
+  auto env = kagent::current_environment();
+  env["ANTHROPIC_API_KEY"] = kKey;
+  env["KAGENT_HANG_MARK_DIR"] = s.dir.string();
+  env["KAGENT_PYTHON"] = KAGENT_PYTHON;
+  env.erase("KAGENT_INJECT_FAULT");
+  std::vector<std::string> args{binary(), "--strategy", cfg, "--kernel-dir", kMatvec, "--run-dir", (s.dir / "runs").string()};
+  std::vector<std::string> envs;
+  for (const auto& [k, v] : env) envs.push_back(k + "=" + v);
+  std::vector<char*> argv, envp;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  for (auto& e : envs) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    int fd = ::open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    ::dup2(fd, 1);
+    ::dup2(fd, 2);
+    ::chdir(s.dir.c_str());
+    ::execve(argv[0], argv.data(), envp.data());
+    ::_exit(127);
+  }
+  const auto mark = s.dir / "hang_started";
+  auto until = std::chrono::steady_clock::now() + std::chrono::seconds(240);
+  while (!fs::exists(mark) && std::chrono::steady_clock::now() < until) {
+    int st = 0;
+    if (::waitpid(pid, &st, WNOHANG) == pid) FAIL() << "kagent-actors ended before the hang: " << slurp(out_path);
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_TRUE(fs::exists(mark)) << slurp(out_path);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  auto kids = descendants(pid);
+  ASSERT_FALSE(kids.empty());
+  // kagent-actors' own environment no longer shows the key.
+  EXPECT_EQ(slurp("/proc/" + std::to_string(pid) + "/environ").find(kKey), std::string::npos);
+  for (const auto& [k, st] : kids)
+    EXPECT_EQ(slurp("/proc/" + std::to_string(k) + "/environ").find(kKey), std::string::npos) << k;
+  ::kill(pid, sig);
+  int st = 0;
+  bool reaped = false;
+  for (int i = 0; i < 100 && !reaped; ++i) {
+    reaped = ::waitpid(pid, &st, WNOHANG) == pid;
+    if (!reaped) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  if (!reaped) {
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, &st, 0);
+    ADD_FAILURE() << "kagent-actors did not exit within 5 s of signal " << sig;
+  }
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  std::vector<int> left;
+  do {
+    left.clear();
+    for (const auto& [k, start] : kids)
+      if (alive(k, start)) left.push_back(k);
+    if (left.empty()) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  } while (std::chrono::steady_clock::now() < deadline);
+  for (int k : left) ::kill(k, SIGKILL);
+  EXPECT_TRUE(left.empty()) << left.size() << " process(es) outlived kagent-actors by 2 s after signal " << sig;
+}
+
+INSTANTIATE_TEST_SUITE_P(Signals, KillDuringHang, ::testing::Values(SIGKILL, SIGTERM, SIGINT),
+                         [](const auto& info) { return std::string(sigabbrev_np(info.param)); });
