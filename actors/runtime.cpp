@@ -146,6 +146,19 @@ run_outcome run_optimization(const run_request& req) {
     ctx->sandbox_mode = plan.mode;
     ctx->sandbox_warning = plan.warning;
     if (!plan.warning.empty()) notes.push_back(plan.warning);
+    // Every candidate process (the harness's workers, the user's test.py) runs under this prefix;
+    // "{scratch}" is the one directory it may write. CUDA IPC between the judge and its workers
+    // needs the host's /dev/shm.
+    sandbox_request r;
+    r.writable = {"{scratch}"};
+    std::error_code ec;
+    r.readable = {ctx->kernel_dir, ctx->install_root};
+    if (auto py = fs::canonical(ctx->python, ec); !ec) r.readable.push_back(py.parent_path().parent_path().string());
+    r.hidden = {fs::absolute(".env").string()};
+    r.vendor = ctx->vendor;
+    r.limits = limits_from_config(ctx->cfg.sandbox, ctx->vendor);
+    r.share_dev_shm = !ctx->vendor.empty();
+    ctx->sandbox_prefix = plan_sandbox(ctx->sandbox_mode, r).prefix;
   }
   ctx->notes = notes;
   ctx->test_timeout_s = resolve_test_timeout_s(ctx->cfg.test_timeout_s,

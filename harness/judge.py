@@ -102,8 +102,90 @@ def alive(pid):
         return False
 
 
+def host_pid_of(root_pid, ns_pid):
+    """The pid, as we see it, of the process that calls itself `ns_pid` in its own PID namespace,
+    among the descendants of `root_pid` (bwrap's namespace, or no namespace at all)."""
+    for p in descendants(root_pid):
+        try:
+            with open(f"/proc/{p}/status") as f:
+                for line in f:
+                    if line.startswith("NSpid:"):
+                        if int(line.split()[-1]) == ns_pid:
+                            return p
+                        break
+        except (OSError, ValueError):
+            continue
+    return None
+
+
+class Zygote:
+    """The fork server (worker.py --zygote) inside the sandbox: it imported torch and triton once, and
+    forks a fresh worker per candidate in milliseconds instead of seconds."""
+
+    def __init__(self, judge):
+        self.judge = judge
+        root = os.path.join(judge.scratch_root, "zygote")
+        os.makedirs(os.path.join(root, "tmp"), exist_ok=True)
+        parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self.ctl = parent
+        env = dict(os.environ)
+        env["TMPDIR"] = os.path.join(root, "tmp")
+        env["PYTHONDONTWRITEBYTECODE"] = "1"
+        # The zygote must be able to write every worker's scratch: its root is the sandbox's writable dir.
+        argv = [a.replace("{scratch}", judge.scratch_root) for a in judge.sandbox_prefix]
+        argv += [sys.executable, "-u", os.path.join(HARNESS, "worker.py"), "--zygote", "--fd", str(child.fileno())]
+        self.log = open(os.path.join(root, "zygote.log"), "ab")
+        self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=self.log, stderr=self.log, env=env,
+                                     cwd=root, pass_fds=(child.fileno(),), start_new_session=True,
+                                     preexec_fn=_child_setup)
+        child.close()
+        self.hello = False
+
+    def call(self, obj, fds=(), timeout=300.0):
+        try:
+            socket.send_fds(self.ctl, [json.dumps(obj).encode()], list(fds))
+        except OSError as exc:
+            raise WorkerGone(f"the fork server is gone ({exc})", "harness") from None
+        return self.read(timeout)
+
+    def read(self, timeout):
+        r, _, _ = select.select([self.ctl], [], [], timeout)
+        if not r:
+            raise WorkerGone(f"the fork server did not answer within {timeout:g} s", "harness")
+        data = self.ctl.recv(1 << 16)
+        if not data:
+            raise WorkerGone("the fork server is gone", "harness")
+        return json.loads(data)
+
+    def wait_hello(self, timeout):
+        if not self.hello:
+            msg = self.read(timeout)
+            if msg.get("ev") != "hello":
+                raise WorkerGone("the fork server did not start", "harness")
+            self.hello = True
+
+    def alive(self):
+        return self.proc.poll() is None
+
+    def status(self, ns_pid):
+        with contextlib.suppress(Exception):
+            return self.call({"op": "status", "pid": ns_pid}, timeout=2.0)
+        return {}
+
+    def stop(self):
+        for p in [self.proc.pid] + descendants(self.proc.pid):
+            with contextlib.suppress(OSError):
+                os.kill(p, signal.SIGKILL)
+        with contextlib.suppress(Exception):
+            self.proc.wait(timeout=10)
+        with contextlib.suppress(OSError):
+            self.ctl.close()
+        with contextlib.suppress(OSError):
+            self.log.close()
+
+
 class Worker:
-    """One single-use candidate process and its protocol channel."""
+    """One single-use candidate process (forked by the zygote) and its protocol channel."""
 
     counter = 0
 
@@ -117,22 +199,23 @@ class Worker:
         self.stopped = False
         self.buf = b""
         self.info = {}
+        self.slot_tensors = {}
         parent, child = socket.socketpair()
         self.sock = parent
-        env = dict(os.environ)
-        env["TMPDIR"] = os.path.join(self.scratch, "tmp")
-        env["TRITON_CACHE_DIR"] = os.path.join(self.scratch, "triton")
-        env["PYTHONDONTWRITEBYTECODE"] = "1"
-        argv = [a.replace("{scratch}", self.scratch) for a in judge.sandbox_prefix]
-        argv += [sys.executable, "-u", os.path.join(HARNESS, "worker.py"), "--fd", str(child.fileno()),
-                 "--scratch", self.scratch]
-        self.out = open(os.path.join(self.scratch, "candidate.stdout"), "w+b")
-        self.err = open(os.path.join(self.scratch, "candidate.stderr"), "w+b")
-        self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=self.out, stderr=self.err, env=env,
-                                     cwd=self.scratch, pass_fds=(child.fileno(),), start_new_session=True,
-                                     preexec_fn=_child_setup)
-        child.close()
+        z = judge.fork_server()
+        try:
+            msg = z.call({"op": "fork", "scratch": self.scratch}, fds=[child.fileno()], timeout=judge.timeouts["start"])
+        finally:
+            child.close()
+        if msg.get("ev") != "forked":
+            raise WorkerGone(f"the fork server could not start a worker: {msg.get('error')}", "harness")
+        self.ns_pid = int(msg["pid"])
+        self.zygote = z
+        self.pid = host_pid_of(z.proc.pid, self.ns_pid) or -1
         self.started = time.monotonic()
+
+    def running(self):
+        return self.pid > 0 and alive(self.pid)
 
     # -- channel ---------------------------------------------------------------------------------
     def send(self, obj):
@@ -149,12 +232,11 @@ class Worker:
                 raise WorkerGone(f"the candidate process did not answer within {timeout:g} s", "timeout")
             r, _, _ = select.select([self.sock], [], [], min(left, 1.0))
             if not r:
-                if self.proc.poll() is not None:
+                if not self.running():
                     raise WorkerGone(self.ended())
                 continue
             chunk = self.sock.recv(1 << 16)
             if not chunk:
-                self.proc.poll()
                 raise WorkerGone(self.ended())
             self.buf += chunk
             if len(self.buf) > (64 << 20):
@@ -169,20 +251,22 @@ class Worker:
         return msg
 
     def ended(self):
-        for _ in range(50):
-            if self.proc.poll() is not None:
+        deadline = time.monotonic() + 2.0
+        st = {}
+        while time.monotonic() < deadline and self.zygote.alive():
+            st = self.zygote.status(self.ns_pid)
+            if st.get("exited"):
                 break
             time.sleep(0.02)
-        rc = self.proc.returncode
-        if rc is None:
-            return "the candidate process closed its channel"
-        if rc < 0:
+        if st.get("signal"):
             try:
-                name = signal.Signals(-rc).name
+                name = signal.Signals(st["signal"]).name
             except ValueError:
-                name = str(-rc)
-            return f"the candidate process was killed by signal {-rc} ({name})"
-        return f"the candidate process exited with status {rc}"
+                name = str(st["signal"])
+            return f"the candidate process was killed by signal {st['signal']} ({name})"
+        if st.get("exited"):
+            return f"the candidate process exited with status {st.get('code')}"
+        return "the candidate process closed its channel"
 
     def request(self, obj, timeout):
         self.send(obj)
@@ -202,45 +286,45 @@ class Worker:
             self.state = "started"
 
     def signal_all(self, sig):
-        for p in [self.proc.pid] + descendants(self.proc.pid):
+        if self.pid <= 0:
+            return
+        for p in [self.pid] + descendants(self.pid):
             with contextlib.suppress(OSError):
                 os.kill(p, sig)
 
     def pause(self):
         """Freezes a warming spare while something is timed, so its start-up cannot disturb a timing."""
-        if self.proc.poll() is None and not self.stopped:
+        if self.running() and not self.stopped:
             self.signal_all(signal.SIGSTOP)
             self.stopped = True
 
     def resume(self):
-        if self.stopped:
-            self.signal_all(signal.SIGCONT)
-            self.stopped = False
+        # Always: another candidate may have stopped us (it shares our PID namespace).
+        self.signal_all(signal.SIGCONT)
+        self.stopped = False
 
     def tails(self):
         res = []
-        for f in (self.out, self.err):
+        for name in ("candidate.stdout", "candidate.stderr"):
             try:
-                f.flush()
-                f.seek(0, os.SEEK_END)
-                size = f.tell()
-                f.seek(max(0, size - core.TAIL_CHARS))
-                res.append(f.read().decode(errors="replace"))
-            except (OSError, ValueError):
+                with open(os.path.join(self.scratch, name), "rb") as f:
+                    f.seek(0, os.SEEK_END)
+                    size = f.tell()
+                    f.seek(max(0, size - core.TAIL_CHARS))
+                    res.append(f.read().decode(errors="replace"))
+            except OSError:
                 res.append("")
         return res
 
     def kill(self):
         """Kills the process, everything it started, and waits until none of it runs any more."""
-        pids = [self.proc.pid] + descendants(self.proc.pid)
+        pids = ([self.pid] + descendants(self.pid)) if self.pid > 0 else []
         for p in pids:
             with contextlib.suppress(OSError):
                 os.kill(p, signal.SIGKILL)
-        with contextlib.suppress(OSError):
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        self.resume()
-        with contextlib.suppress(Exception):
-            self.proc.wait(timeout=10)
+        for p in pids:
+            with contextlib.suppress(OSError):
+                os.kill(p, signal.SIGCONT)
         deadline = time.monotonic() + 10
         while any(alive(p) for p in pids) and time.monotonic() < deadline:
             time.sleep(0.005)
@@ -251,9 +335,6 @@ class Worker:
     def discard(self):
         out, err = self.tails()
         self.kill()
-        for f in (self.out, self.err):
-            with contextlib.suppress(OSError):
-                f.close()
         shutil.rmtree(self.scratch, ignore_errors=True)
         return out, err
 
@@ -327,6 +408,8 @@ class Judge:
         self.refs = []
         self.slots = []
         self.calib = {"per_call_ms": 0.0}
+        self.zygote = None
+        self.timeouts = {"start": 300.0, "verify": 300.0, "benchmark": 300.0}
         become_subreaper()
 
     # -- problem ------------------------------------------------------------------------------------
@@ -370,11 +453,26 @@ class Judge:
         return (self.input_bytes + self.output_bytes) / (self.peak_gbps * 1e9) * 1e3
 
     # -- workers ------------------------------------------------------------------------------------
+    def fork_server(self):
+        """The zygote, (re)started when it is not running (a candidate may have killed it)."""
+        if self.zygote is None or not self.zygote.alive():
+            if self.zygote is not None:
+                self.zygote.stop()
+            self.zygote = Zygote(self)
+        self.zygote.wait_hello(self.timeouts["start"])
+        return self.zygote
+
     def spawn(self):
-        """A new spare: it imports torch and triton, then loads the problem's inputs (prepare is queued
-        at once; the spare is paused whenever something is being timed)."""
-        w = Worker(self)
-        w.slot_tensors = {}
+        """A new spare: forked by the zygote, it loads the problem's inputs at once (the spare is
+        paused whenever something is being timed)."""
+        try:
+            w = Worker(self)
+        except WorkerGone:
+            # The fork server died (a candidate can kill it): one fresh start.
+            if self.zygote is not None:
+                self.zygote.stop()
+                self.zygote = None
+            w = Worker(self)
         specs = [s.spec_for(w) for group in self.slots for s in group]
         w.send({"op": "prepare", "problem": self.problem.path, "device": self.device, "dtype": self.dtype,
                 "size": self.size, "seeds": self.seeds, "slots": specs, "flush_bytes": self.flush_bytes})
@@ -382,9 +480,9 @@ class Judge:
 
     def ready(self, w):
         """Waits until `w` has loaded the problem."""
+        w.resume()
         if w.state == "ready":
             return
-        w.resume()
         w.wait_hello(self.timeouts["start"])
         msg = w.recv(self.timeouts["start"])
         if msg.get("ev") != "ready":
@@ -403,22 +501,27 @@ class Judge:
 
     def take(self):
         """A prepared worker for the next candidate; a replacement starts warming up at once."""
-        w, self.spare = self.spare, None
-        if w is None:
-            w = self.spawn()
-        try:
-            self.ready(w)
-        except (WorkerGone, core.CandidateError) as exc:
-            out, err = w.discard()
-            raise WorkerGone(f"a candidate process could not be prepared: {exc}\n{err[-1500:]}", "harness") from None
+        for attempt in range(2):
+            w, self.spare = self.spare, None
+            if w is None:
+                w = self.spawn()
+            try:
+                self.ready(w)
+                break
+            except (WorkerGone, core.CandidateError) as exc:
+                # A spare that another candidate killed or broke is replaced once.
+                out, err = w.discard()
+                if attempt == 1:
+                    raise WorkerGone(f"a candidate process could not be prepared: {exc}\n{err[-1500:]}",
+                                     "harness") from None
         self.spare = self.spawn()
         return w
 
     def reap_orphans(self):
         """Ends processes re-parented to us (we are a subreaper) that are not our spare."""
-        keep = {self.spare.proc.pid} if self.spare is not None else set()
-        if self.current is not None:
-            keep.add(self.current[1].proc.pid)
+        keep = set()
+        if self.zygote is not None:
+            keep.add(self.zygote.proc.pid)
         for pid in children_of(os.getpid()):
             if pid in keep:
                 continue
@@ -435,6 +538,9 @@ class Judge:
         if self.spare is not None:
             self.spare.discard()
             self.spare = None
+        if self.zygote is not None:
+            self.zygote.stop()
+            self.zygote = None
 
     def idle(self):
         """Between requests: let the spare warm up (it is paused while anything is timed)."""

@@ -356,17 +356,12 @@ class Channel:
         return json.loads(line)
 
 
-def main(argv=None):
-    ap = argparse.ArgumentParser(description="single-use candidate process")
-    ap.add_argument("--fd", type=int, required=True)
-    ap.add_argument("--scratch", required=True)
-    args = ap.parse_args(argv)
-    channel = Channel(args.fd)
-    import faulthandler
-    faulthandler.enable(file=sys.stderr, all_threads=False)
+def serve(fd, scratch):
+    """One candidate's protocol loop on `fd`; returns the exit status."""
+    channel = Channel(fd)
     torch = core.torch_module()
     import triton  # noqa: F401 - part of the warm-up: the candidate should not pay for it
-    worker = Worker(args.scratch)
+    worker = Worker(scratch)
     channel.send({"ev": "hello", "pid": os.getpid(), "torch": torch.__version__})
     while True:
         try:
@@ -404,6 +399,102 @@ def main(argv=None):
             channel.send(reply)
         except OSError:
             return 0
+
+
+def zygote(ctl_fd):
+    """The fork server: imports torch and triton once (no device is touched here, so a child may
+    still initialise CUDA), then forks one fresh worker per request. It runs no candidate code. It
+    is not dumpable, and neither are its children, so a candidate cannot ptrace or read the memory of
+    the zygote or of the next worker."""
+    import ctypes
+    import signal
+    import socket
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE 0
+    ctl = socket.socket(fileno=ctl_fd)
+    core.torch_module()
+    import triton  # noqa: F401
+    import torch.utils._python_dispatch  # noqa: F401 - the worker's recorder, imported once here
+    exited = {}
+
+    def reap(*_):
+        while True:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            exited[pid] = status
+
+    signal.signal(signal.SIGCHLD, reap)
+
+    def send(obj):
+        ctl.send(json.dumps(obj).encode())
+
+    send({"ev": "hello", "pid": os.getpid()})
+    while True:
+        try:
+            data, fds, _flags, _addr = socket.recv_fds(ctl, 1 << 16, 1)
+        except OSError:
+            return 0
+        if not data:
+            return 0
+        req = json.loads(data)
+        op = req.get("op")
+        if op == "fork":
+            if not fds:
+                send({"ev": "error", "error": "fork needs a channel fd"})
+                continue
+            sys.stdout.flush()
+            sys.stderr.flush()
+            pid = os.fork()
+            if pid == 0:
+                status = 1
+                try:
+                    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+                    ctl.close()
+                    scratch = req["scratch"]
+                    for name, target in (("candidate.stdout", 1), ("candidate.stderr", 2)):
+                        f = os.open(os.path.join(scratch, name), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+                        os.dup2(f, target)
+                        os.close(f)
+                    os.chdir(scratch)
+                    os.environ["TMPDIR"] = os.path.join(scratch, "tmp")
+                    os.environ["TRITON_CACHE_DIR"] = os.path.join(scratch, "triton")
+                    import tempfile
+                    tempfile.tempdir = None
+                    import faulthandler
+                    faulthandler.enable(file=sys.stderr, all_threads=False)
+                    status = serve(fds[0], scratch)
+                finally:
+                    os._exit(status)
+            os.close(fds[0])
+            send({"ev": "forked", "pid": pid})
+        elif op == "status":
+            pid = int(req.get("pid", 0))
+            reap()
+            st = exited.get(pid)
+            send({"ev": "status", "pid": pid, "exited": st is not None,
+                  "signal": os.WTERMSIG(st) if st is not None and os.WIFSIGNALED(st) else 0,
+                  "code": os.WEXITSTATUS(st) if st is not None and os.WIFEXITED(st) else None})
+        else:
+            for fd in fds:
+                os.close(fd)
+            send({"ev": "error", "error": f"unknown op {op!r}"})
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description="single-use candidate process, or the fork server that makes them")
+    ap.add_argument("--fd", type=int, required=True)
+    ap.add_argument("--scratch", default=None)
+    ap.add_argument("--zygote", action="store_true", help="serve fork requests on --fd (a SOCK_SEQPACKET end)")
+    args = ap.parse_args(argv)
+    if args.zygote:
+        return zygote(args.fd)
+    import faulthandler
+    faulthandler.enable(file=sys.stderr, all_threads=False)
+    return serve(args.fd, args.scratch)
 
 
 if __name__ == "__main__":

@@ -110,7 +110,8 @@ std::vector<std::string> bwrap_prefix(const std::string& bwrap, const sandbox_re
     a.insert(a.end(), {"--ro-bind", d, d});
   }
   for (const auto& w : req.writable) {
-    const std::string d = canonical_dir(w);
+    // "{scratch}" stays literal: whoever starts the process puts its own directory there.
+    const std::string d = w.find("{scratch}") != std::string::npos ? w : canonical_dir(w);
     a.insert(a.end(), {"--bind", d, d});
   }
   for (const auto& h : req.hidden) {
