@@ -685,7 +685,7 @@ caf::behavior manager_actor(caf::event_based_actor* self, context_ptr ctx, caf::
               st->device_s += e.wall_s;
               store::program_update u;
               u.code_hash = e.code_hash.empty() ? store::sha256_hex(ctx->input_code) : e.code_hash;
-              if (!e.verified) {
+              if (!e.verified || !e.benchmarked) {
                 u.status = store::program_status::failed;
                 u.failure_cause = e.failure_cause.empty() ? "verification" : e.failure_cause;
                 u.error = e.error;
@@ -693,6 +693,8 @@ caf::behavior manager_actor(caf::event_based_actor* self, context_ptr ctx, caf::
                 emit("error", {{"what", "initial kernel failed verification"}, {"error", e.error.substr(0, 2000)}});
                 if (e.failure_cause == store::failure_cause::user_test)
                   return finish(false, "The starting kernel fails the kernel directory's own test: " + e.error.substr(0, 2000));
+                if (e.verified)
+                  return finish(false, "Initial kernel could not be timed: " + e.error.substr(0, 300));
                 return finish(false, "Initial kernel failed correctness verification: " + e.error.substr(0, 300));
               }
               // The measured initial time is stored (SPEC §14 B.87): parents carry real times.

@@ -35,6 +35,16 @@ PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
 
 
+_TRACE = os.environ.get("KAGENT_JUDGE_TRACE") == "1"
+_T0 = time.monotonic()
+
+
+def trace(*what):
+    """Step-by-step log on stderr (KAGENT_JUDGE_TRACE=1), for debugging on a device."""
+    if _TRACE:
+        print(f"[judge {time.monotonic() - _T0:8.3f}]", *what, file=sys.stderr, flush=True)
+
+
 class IntegrityError(Exception):
     """A candidate tried to fake its correctness or its time (failure cause `integrity`)."""
 
@@ -210,6 +220,7 @@ class Worker:
         if msg.get("ev") != "forked":
             raise WorkerGone(f"the fork server could not start a worker: {msg.get('error')}", "harness")
         self.ns_pid = int(msg["pid"])
+        trace(self.name, "forked", msg)
         self.zygote = z
         self.pid = host_pid_of(z.proc.pid, self.ns_pid) or -1
         self.started = time.monotonic()
@@ -269,6 +280,7 @@ class Worker:
         return "the candidate process closed its channel"
 
     def request(self, obj, timeout):
+        trace(self.name, "->", obj.get("op"))
         self.send(obj)
         msg = self.recv(timeout)
         if msg.get("ev") == "error":
@@ -318,6 +330,7 @@ class Worker:
 
     def kill(self):
         """Kills the process, everything it started, and waits until none of it runs any more."""
+        trace(self.name, "kill")
         pids = ([self.pid] + descendants(self.pid)) if self.pid > 0 else []
         for p in pids:
             with contextlib.suppress(OSError):
@@ -391,7 +404,10 @@ def wall_bound_excess(wall_ms, n, calib_per_call_ms, reported_ms, gpu):
     scheduling jitter (larger on the CPU platform, whose calls are interpreted Python)."""
     explained = sum(reported_ms) + n * calib_per_call_ms
     excess = wall_ms - explained
-    allowed = 0.5 * sum(reported_ms) + 0.25 * n * calib_per_call_ms + n * (1.0 if not gpu else 0.05) + 5.0
+    # On the CPU platform the loop's overhead (flush, stamps, round trips: milliseconds of Python)
+    # moves with the load of the machine, so the whole calibrated overhead may double there.
+    allowed = (0.5 * sum(reported_ms) + (0.25 if gpu else 1.0) * n * calib_per_call_ms
+               + n * (0.05 if gpu else 1.0) + 5.0)
     return excess, allowed
 
 
@@ -490,6 +506,7 @@ class Judge:
                                       str(msg.get("traceback", ""))[-core.TAIL_CHARS:])
         w.info["prepare"] = msg
         w.state = "ready"
+        trace(w.name, "ready")
 
     def calibrate(self, repeat):
         """The per-call overhead of the timed loop (stamps, flush, synchronisation, our round trip),
@@ -572,7 +589,7 @@ class Judge:
         self.current = None
         return out, err
 
-    def compare(self, got, ref, rtol, atol):
+    def compare(self, got, ref, rtol, atol, max_bad_frac=0.0):
         torch = core.torch_module()
         o, e = got.float(), ref.float()
         bad = ~torch.isfinite(o) & torch.isfinite(e)
@@ -580,19 +597,25 @@ class Judge:
             n = int(bad.sum().item())
             return (f"output contains {n} NaN/Inf element(s) of {o.numel()} where the reference is finite "
                     f"(unwritten output elements are NaN-poisoned)")
-        if o.numel() > 1 and bool((o == o.flatten()[0]).all()) and not bool((e == e.flatten()[0]).all()):
+        # A constant output (zeros, say) where the reference spreads over several tolerance bands can
+        # not be right, however loose the tolerance. Within a band it can: a bf16 sum over a million
+        # terms rounds most rows to the same value.
+        band = atol + rtol * float(e.abs().max()) if e.numel() else 0.0
+        if o.numel() > 1 and bool((o == o.flatten()[0]).all()) and float(e.max() - e.min()) > 4 * band:
             return f"output is constant ({float(o.flatten()[0])}) where the reference is not"
         diff = (o - e).abs()
         max_diff = float(diff.max().item()) if diff.numel() else 0.0
         if not torch.allclose(o, e, rtol=rtol, atol=atol, equal_nan=True):
             n = int((diff > atol + rtol * e.abs()).sum().item())
+            if n <= max_bad_frac * o.numel():
+                return None
             return f"FAIL: max difference = {max_diff} ({n} of {o.numel()} elements outside rtol={rtol}, atol={atol})"
         return None
 
-    def check_group(self, w, group, ref, rtol, atol):
+    def check_group(self, w, group, ref, rtol, atol, max_bad_frac=0.0):
         refs = list(ref) if self.multi else [ref]
         for k, (slot, r) in enumerate(zip(self.slots[group], refs)):
-            err = self.compare(slot.tensor_of(w), r, rtol, atol)
+            err = self.compare(slot.tensor_of(w), r, rtol, atol, max_bad_frac)
             if err:
                 return f"output {k}: {err}" if self.multi else err
         return None
@@ -749,7 +772,10 @@ class Judge:
             inputs = self.stamped(j, m["stamps"][warmup + i])
             ref = self.problem.reference(inputs)
             core.synchronize(self.device)
-            err_txt = self.check_group(w, m["group_of"][i], ref, rtol, atol)
+            # Fresh random inputs: an honest kernel may round a stray element just past the tolerance
+            # (the verification sets are fixed; these are not). A stale or faked output differs in
+            # every row the stamp touched (1/16 of the inputs), far more than 1 % of the elements.
+            err_txt = self.check_group(w, m["group_of"][i], ref, rtol, atol, max_bad_frac=0.01)
             if err_txt:
                 raise IntegrityError(f"output of a timed call differs from the reference for its inputs "
                                      f"(call {i}, input set {j}): {err_txt}")

@@ -110,6 +110,23 @@ def plain_tensors(out):
     return outs, None
 
 
+def warm_triton(buf):
+    """Launches a harness-owned Triton kernel once, before any candidate exists, so that the driver
+    utilities Triton builds on first use are ready (the candidate still compiles its own kernels)."""
+    import triton
+    import triton.language as tl
+    global _TOUCH
+    if _TOUCH is None:
+        def touch(ptr, n, BLOCK: tl.constexpr):
+            offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+            tl.store(ptr + offs, tl.load(ptr + offs, mask=offs < n, other=0), mask=offs < n)
+        _TOUCH = triton.jit(touch)
+    _TOUCH[(1,)](buf, min(buf.numel(), 1024), BLOCK=1024)
+
+
+_TOUCH = None
+
+
 class Slot:
     """A receive buffer of the judge, mapped here: a shared file on the CPU, CUDA IPC on a GPU."""
 
@@ -170,6 +187,8 @@ class Worker:
             self._sync = lambda: None
             self._captured = {}
         self._captured["time.perf_counter"] = (time, "perf_counter", _perf_counter)
+        if self.gpu:
+            warm_triton(self.flush_buf)
         self._sync()
         self.threads_at_start = threading.active_count()
         return {"ev": "ready", "threads": self.threads_at_start, "input_bytes": self.problem.input_bytes()}

@@ -140,6 +140,9 @@ class WallBound(unittest.TestCase):
         self.assertLess(honest, allowed)
         faked, allowed = judge.wall_bound_excess(1000.0, 10, 5.0, [0.09] * 10, gpu=False)
         self.assertGreater(faked, allowed)
+        # A loaded CPU may double the loop's own overhead: still honest.
+        loaded, allowed = judge.wall_bound_excess(900.0 + 2 * 10 * 5.0, 10, 5.0, [90.0] * 10, gpu=False)
+        self.assertLess(loaded, allowed)
         # On a GPU the per-call allowance is small: a 1 ms kernel reported as 1 us is caught.
         faked, allowed = judge.wall_bound_excess(100 * 1.3, 100, 0.3, [0.001] * 100, gpu=True)
         self.assertGreater(faked, allowed)

@@ -58,7 +58,7 @@ const std::string kDump =
     "    raise RuntimeError('HOSTILE_DUMP ' + dump[:4000])\n";
 
 const std::string kHang =
-    "    open(os.path.join(os.environ.get('KAGENT_HANG_MARK_DIR', '.'), 'hang_started'), 'w').close()\n"
+    "    open('hang_started', 'w').close()\n"
     "    while True:\n"
     "        pass\n";
 
@@ -165,8 +165,8 @@ TEST(Containment, PlantedKeyIsInNoFileOfTheRun) {
     EXPECT_TRUE(files_containing(dirs[0] / "candidates", kDotenvKey).empty());
   }
   EXPECT_TRUE(files_containing(s.dir / "rec", kDotenvKey).empty());
-  // ... and the dump did carry it: the sinks replaced it.
-  EXPECT_FALSE(files_containing(dirs[0], "[REDACTED:OPENAI_API_KEY]").empty());
+  // In the sandbox the candidate sees neither its parents' /proc entries nor the .env (masked), so
+  // the dump carries no key at all; without a sandbox the sinks would have redacted it.
 }
 
 class KillDuringHang : public ::testing::TestWithParam<int> {};
@@ -179,7 +179,6 @@ TEST_P(KillDuringHang, LeavesNothingBehind) {
   const std::string out_path = (s.dir / "out.log").string();
   auto env = kagent::current_environment();
   env["ANTHROPIC_API_KEY"] = kKey;
-  env["KAGENT_HANG_MARK_DIR"] = s.dir.string();
   env["KAGENT_PYTHON"] = KAGENT_PYTHON;
   env.erase("KAGENT_INJECT_FAULT");
   std::vector<std::string> args{binary(), "--strategy", cfg, "--kernel-dir", kMatvec, "--run-dir", (s.dir / "runs").string()};
@@ -200,14 +199,23 @@ TEST_P(KillDuringHang, LeavesNothingBehind) {
     ::execve(argv[0], argv.data(), envp.data());
     ::_exit(127);
   }
-  const auto mark = s.dir / "hang_started";
+  // The candidate may only write its own scratch directory (the sandbox), so that is where its mark is.
+  auto find_mark = [&]() -> fs::path {
+    std::error_code ec;
+    for (auto it = fs::recursive_directory_iterator(s.dir / "runs", ec); !ec && it != fs::recursive_directory_iterator();
+         it.increment(ec))
+      if (it->path().filename() == "hang_started") return it->path();
+    return {};
+  };
+  fs::path mark;
   auto until = std::chrono::steady_clock::now() + std::chrono::seconds(240);
-  while (!fs::exists(mark) && std::chrono::steady_clock::now() < until) {
+  while ((mark = find_mark()).empty() && std::chrono::steady_clock::now() < until) {
     int st = 0;
     if (::waitpid(pid, &st, WNOHANG) == pid) FAIL() << "kagent-actors ended before the hang: " << slurp(out_path);
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
-  ASSERT_TRUE(fs::exists(mark)) << slurp(out_path);
+  ASSERT_FALSE(mark.empty()) << slurp(out_path);
+  EXPECT_FALSE(fs::exists(s.dir / "hang_started"));
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   auto kids = descendants(pid);
   ASSERT_FALSE(kids.empty());

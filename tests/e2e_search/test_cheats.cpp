@@ -149,8 +149,8 @@ TEST(Cheats, NoCheatIsVerifiedAndTheHonestKernelsWinInTheirTrueOrder) {
   const auto& again = o.by_name.at("start_again.py");
   ASSERT_TRUE(again.time_ms && o.by_name.at("initial").time_ms);
   const double ratio = *again.time_ms / *o.by_name.at("initial").time_ms;
-  EXPECT_GT(ratio, 0.6);
-  EXPECT_LT(ratio, 1.6);
+  EXPECT_GT(ratio, 0.5);
+  EXPECT_LT(ratio, 2.0);
   // The best kernel's share of the physics floor is not reported on the cpu platform (no peak
   // bandwidth), and the best kernel is exactly the verified code.
   EXPECT_EQ(slurp(o.run_dir / "output" / "best_kernel.py"), o.by_name.at("honest_control.py").code);
@@ -179,12 +179,10 @@ std::string strict_test_py() {
 }
 
 std::string without_row_mask() {
+  // Right for the harness's 64 rows, wrong (zeros) for any row count that is not a multiple of 16.
   auto code = slurp(fs::path(kMatvec) / "input.py");
-  // Rows past M are read and written unmasked: right for 64 rows, wrong for 50.
-  code = std::regex_replace(code, std::regex(R"(mask=row_mask\[:, None\] & col_mask\[None, :\])"), "mask=col_mask[None, :]");
-  code = std::regex_replace(code, std::regex(R"(acc\.to\(y_ptr\.dtype\.element_ty\), mask=row_mask\))"),
-                            "acc.to(y_ptr.dtype.element_ty), mask=rows < 64)");
   code = std::regex_replace(code, std::regex("BLOCK_M, BLOCK_K = 16, 512"), "BLOCK_M, BLOCK_K = 32, 1024");
+  code = std::regex_replace(code, std::regex("    return y\n"), "    if M % 16:\n        y.zero_()\n    return y\n");
   return "# corpus: no_row_mask.py\n" + code;
 }
 
@@ -197,7 +195,8 @@ TEST(UserTest, DecidesBeforeACandidateBecomesTheBest) {
   const auto& bad = o.by_name.at("no_row_mask.py");
   EXPECT_EQ(bad.status, "failed");
   EXPECT_EQ(bad.failure_cause.value_or(""), "user_test") << bad.error.value_or("");
-  EXPECT_NE(bad.error.value_or("").find("edge case of 50 rows"), std::string::npos) << bad.error.value_or("");
+  EXPECT_NE(bad.error.value_or("").find("test.py failed"), std::string::npos) << bad.error.value_or("");
+  EXPECT_NE(slurp(o.run_dir / "candidates" / bad.id / "user_test.log").find("edge case of 50 rows"), std::string::npos);
   EXPECT_TRUE(fs::exists(o.run_dir / "candidates" / bad.id / "user_test.log"));
   EXPECT_EQ(o.by_name.at("honest_control.py").status, "verified");
   EXPECT_EQ(o.summary.value("best_program_id", ""), o.by_name.at("honest_control.py").id);

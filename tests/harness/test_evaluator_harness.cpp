@@ -99,11 +99,12 @@ TEST_F(EvaluatorHarness, PingVerifyTheMatvecStartingKernelOnCpuAndLeaveNothingBe
   auto v = verify_start_kernel();
   ASSERT_TRUE(v.ok()) << v.error() << v.stderr_tail;
   EXPECT_TRUE(v.body["result"]["passed"].get<bool>());
+  // PyTorch doing the work (no Triton launch) is a cheat, seen before the values are compared.
   auto w = verify_code("def kernel_function(A, B):\n    return A[:, :1] * 0\n");
   EXPECT_EQ(w.failure, evaluator_failure::none);
   EXPECT_FALSE(w.ok());
-  EXPECT_EQ(w.body["kind"], "mismatch");
-  EXPECT_EQ(w.error().rfind("FAIL: max difference = ", 0), 0u) << w.error();
+  EXPECT_EQ(w.body["kind"], "integrity");
+  EXPECT_EQ(w.error().rfind("integrity: torch compute op aten::", 0), 0u) << w.error();
   auto b = client_->request({{"op", "verify"}, {"code", "import torch\ndef kernel_function(A, B):\n    return torch.mm(A, B)\n"}}, 60s);
   EXPECT_EQ(b.error().rfind("Disallowed PyTorch usage detected: ", 0), 0u) << b.error();
   EXPECT_EQ(client_->starts(), 1);
@@ -126,26 +127,27 @@ TEST_F(EvaluatorHarness, HangingCandidateIsKilledAndTheServerRestartedWithItsPro
 }
 
 TEST_F(EvaluatorHarness, CrashingCandidatesFailAloneAndTheNextRequestSucceeds) {
+  // A candidate runs in a worker process of its own: its crash ends that process only, the server
+  // (the judge) lives on and says how the candidate died.
   ASSERT_TRUE(load().ok());
+  const pid_t server = client_->pid();
   auto s = verify_code("import ctypes\ndef kernel_function(A, B):\n    return ctypes.string_at(0)\n");
-  EXPECT_EQ(s.failure, evaluator_failure::crashed) << s.message;
-  EXPECT_EQ(s.term_signal, SIGSEGV);
-  EXPECT_NE(s.stderr_tail.find("Segmentation fault"), std::string::npos) << s.stderr_tail;
+  EXPECT_EQ(s.failure, evaluator_failure::none) << s.message;
+  EXPECT_EQ(s.body["kind"], "crashed");
+  EXPECT_NE(s.error().find("signal 11"), std::string::npos) << s.error();
+  EXPECT_NE(s.body.value("stderr", "").find("Segmentation fault"), std::string::npos) << s.body.dump();
   ASSERT_TRUE(verify_start_kernel().ok());
 
   auto a = verify_code("import os\ndef kernel_function(A, B):\n    os.abort()\n");
-  EXPECT_EQ(a.failure, evaluator_failure::crashed) << a.message;
-  EXPECT_EQ(a.term_signal, SIGABRT);
-  pid_t pid = client_->pid();
-  EXPECT_EQ(pid, 0);
+  EXPECT_EQ(a.body["kind"], "crashed");
+  EXPECT_NE(a.error().find("signal 6"), std::string::npos) << a.error();
 
   auto e = verify_code("def kernel_function(A, B):\n    raise RuntimeError('plain failure')\n");
-  EXPECT_EQ(e.failure, evaluator_failure::none);  // an exception is reported, the server lives on
+  EXPECT_EQ(e.failure, evaluator_failure::none);
   EXPECT_EQ(e.body["kind"], "candidate_error");
-  pid = client_->pid();
   ASSERT_TRUE(verify_start_kernel().ok());
-  EXPECT_EQ(client_->pid(), pid);
-  EXPECT_EQ(client_->starts(), 3);
+  EXPECT_EQ(client_->pid(), server);
+  EXPECT_EQ(client_->starts(), 1);
 }
 
 } // namespace

@@ -1,0 +1,43 @@
+#!/bin/bash
+# The H200 session of issue 11/12 in benchmarks/RESULTS.md, from the repository root, with the
+# binary and its libraries in .device/ and a carried bubblewrap in .device/probe/ (wrapper bwrap.sh).
+#   run_trusted.sh OUT smoke   small shapes: the judge, the sandbox and the cheat corpus on CUDA
+#   run_trusted.sh OUT cost    full shapes: per-candidate cost before/after/sandboxed, both examples
+#   run_trusted.sh OUT run     a full kagent-actors NVIDIA run on matvec (real ncu), sandboxed
+set -u
+out=${1:?out}; what=${2:?what}
+root=$(pwd)
+mkdir -p "$out"
+bw=$root/.device/probe/bwrap.sh
+{ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+  python3 -c 'import torch, triton; print("torch", torch.__version__, "triton", triton.__version__)'; } > "$out/machine.txt" 2>&1
+case $what in
+smoke)
+  timeout 240 python3 benchmarks/trusted_cost.py --kernel-dir examples/optimize_01_matvec \
+    --candidates examples/optimize_01_matvec/replay --size small --warmup 5 --repeat 20 \
+    --cheats tests/cheats/matvec --bwrap "$bw" --peak-gbps 4800 --json "$out/smoke.json" > "$out/smoke.txt" 2>&1
+  echo "rc=$?" >> "$out/smoke.txt" ;;
+cost)
+  timeout 250 python3 benchmarks/trusted_cost.py --kernel-dir examples/optimize_01_matvec \
+    --candidates benchmarks/h200/replay_matvec --cheats tests/cheats/matvec --bwrap "$bw" --peak-gbps 4800 \
+    --warmup 10 --repeat 50 --no-back-to-back --json "$out/cost_matvec.json" > "$out/cost_matvec.txt" 2>&1
+  echo "rc=$?" >> "$out/cost_matvec.txt" ;;
+cost2)
+  timeout 200 python3 benchmarks/trusted_cost.py --kernel-dir examples/optimize_02_rmsnorm \
+    --candidates benchmarks/h200/replay_rmsnorm --bwrap "$bw" --peak-gbps 4800 \
+    --warmup 10 --repeat 50 --no-back-to-back --json "$out/cost_rmsnorm.json" > "$out/cost_rmsnorm.txt" 2>&1
+  echo "rc=$?" >> "$out/cost_rmsnorm.txt" ;;
+run)
+  export LD_LIBRARY_PATH=$root/.device/lib KAGENT_HOME=$root KAGENT_PYTHON=python3 KAGENT_BWRAP=$bw
+  t0=$(date +%s.%N)
+  timeout 250 "$root/.device/kagent-actors" --strategy benchmarks/h200/nvidia_matvec.yaml \
+    --kernel-dir examples/optimize_01_matvec --run-dir "$out/runs" > "$out/run.log" 2>&1
+  echo "rc=$? wall_s=$(python3 -c "print(round($(date +%s.%N) - $t0, 1))")" >> "$out/run.log"
+  d=$(ls -d "$out"/runs/*/ | head -1)
+  cp "$d/summary.json" "$out/" 2>/dev/null
+  sqlite3 "$d/program.db" 'select id, status, time_ms, failure_cause, floor_pct, substr(error,1,120) from programs' > "$out/programs.txt" 2>&1 \
+    || python3 -c "import sqlite3,sys; [print(r) for r in sqlite3.connect(sys.argv[1]).execute('select id, status, time_ms, failure_cause, floor_pct, substr(error,1,120) from programs')]" "$d/program.db" > "$out/programs.txt" 2>&1
+  tail -c 3000 "$d"/workers/gpu0/server.log > "$out/server_log_tail.txt" 2>/dev/null
+  rm -rf "$out/runs" ;;
+esac
+exit 0
