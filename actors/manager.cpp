@@ -320,7 +320,8 @@ caf::behavior manager_actor(caf::event_based_actor* self, context_ptr ctx, caf::
     rec.status = store::program_status::pending;
     rec.model = spec.model;
     rec.bottleneck = fmt::format("direction {}", spec.bottleneck_id);
-    st->db->insert_program(rec);
+    // A pending row without its plan (a kill between the two commits) is completed, not duplicated.
+    if (!st->db->get_program(rec.id)) st->db->insert_program(rec);
     st->db->set_states({{std::string{store::state_key::spec_prefix} + spec.id, spec_to_json(spec).dump()},
                         {store::state_key::next_candidate, std::to_string(st->next_candidate)}});
     st->expanded.insert(combo_key(spec.parent_id, spec.bottleneck_id, spec.model, spec.sample_idx));
@@ -798,6 +799,21 @@ caf::behavior manager_actor(caf::event_based_actor* self, context_ptr ctx, caf::
       spec.parent_time_ms = parent.time_ms;
       spec.work_dir = (run_path / "candidates" / spec.id).string();
       st->queue.push_back(spec);
+    }
+    if (!st->async && st->round > round_done && round_done >= 1) {
+      // A kill while the round was being planned leaves only part of it in program.db: the strategy,
+      // replayed to the state it had then, plans the same round again; what is missing is added,
+      // under the ids of pending rows whose plan was never committed (they were the last ones).
+      const int after = st->next_candidate;
+      int first_orphan = after;
+      for (const auto& p : pending)
+        if (!st->db->get_state(std::string{store::state_key::spec_prefix} + p.id))
+          first_orphan = std::min(first_orphan, candidate_number(p.id));
+      st->next_candidate = first_orphan;
+      for (const auto& plan : st->strategy->select_candidates(st->round))
+        if (!st->expanded.count(combo_key(plan.parent.id, plan.bottleneck_id, plan.model, plan.sample_idx)))
+          plan_candidate(plan, st->round);
+      st->next_candidate = std::max(st->next_candidate, after);
     }
     emit("resume", {{"from_round", st->round}, {store::state_key::round_done, round_done}, {"pending", pending.size()},
                     {"verified", st->db->count(store::program_status::verified) - 1},
