@@ -59,7 +59,7 @@ def med(xs):
     return statistics.median(xs) if xs else float("nan")
 
 
-def run_before(core, problem_path, device, size, cands, warmup, repeat, tmp):
+def run_before(core, problem_path, device, size, cands, warmup, repeat, tmp, cold=False):
     problem = core.Problem(problem_path, device, "bfloat16", size, 0)
     rows = {}
     for name, code in cands:
@@ -67,7 +67,10 @@ def run_before(core, problem_path, device, size, cands, warmup, repeat, tmp):
             # A hang or a device fault would stop (or poison) this in-process evaluator for good.
             rows[name] = {"wall_s": float("nan"), "passed": False, "error": "skipped in-process (hang/fault)"}
             continue
-        path = os.path.join(tmp, f"before_{name}.py")
+        if cold:
+            # A kernel the LLM just wrote is new to Triton's cache: compile it from nothing, as a real run does.
+            os.environ["TRITON_CACHE_DIR"] = tempfile.mkdtemp(prefix="cold-cache-", dir=tmp)
+        path = os.path.join(tmp, f"before_{'cold_' if cold else ''}{name}.py")
         with open(path, "w") as f:
             f.write(code)
         t0 = time.perf_counter()
@@ -80,7 +83,7 @@ def run_before(core, problem_path, device, size, cands, warmup, repeat, tmp):
                 ms = b["candidate"]["median_ms"]
             wall = time.perf_counter() - t0
             db = None
-            if v["passed"] and device.startswith("cuda"):
+            if v["passed"] and device.startswith("cuda") and not cold:
                 import triton.testing
                 inputs = problem.fresh_inputs()
                 args, kwargs = core.bind_arguments(cand.fn, inputs, problem.named)
@@ -100,7 +103,7 @@ def run_before(core, problem_path, device, size, cands, warmup, repeat, tmp):
 def run_judge(judge_mod, core, problem_path, device, size, cands, warmup, repeat, prefix, peak, steady):
     log = tempfile.mkdtemp(prefix="kagent-trusted-cost-")
     jd = judge_mod.Judge(log)
-    timeouts = {"start": 600.0, "verify": 600.0, "benchmark": 600.0}
+    timeouts = {"start": 120.0, "verify": 15.0, "benchmark": 60.0}
     t0 = time.perf_counter()
     jd.load(problem_path, device, "bfloat16", size, 0, 3, prefix, peak, 3, timeouts, repeat)
     load_s = time.perf_counter() - t0
@@ -114,6 +117,7 @@ def run_judge(judge_mod, core, problem_path, device, size, cands, warmup, repeat
         try:
             v = jd.verify(code, key, None, None)
             row["passed"] = v["passed"]
+            row["verify_timings"] = v.get("timings")
             if v["passed"]:
                 b = jd.benchmark(code, key, warmup, repeat, None, None)
                 row["median_ms"] = b["candidate"]["median_ms"]
@@ -126,6 +130,7 @@ def run_judge(judge_mod, core, problem_path, device, size, cands, warmup, repeat
             row["passed"] = False
             row["error"] = f"{type(exc).__name__}: {exc}"[:220]
         row["wall_s"] = time.perf_counter() - t0
+        judge_mod.trace("candidate", name, "done", f"{row['wall_s']:.3f} s")
         rows[name] = row
         print("  judge", name, json.dumps(row)[:300], flush=True)
         jd.idle()
@@ -148,6 +153,8 @@ def main():
     ap.add_argument("--skip-before", action="store_true")
     ap.add_argument("--no-back-to-back", action="store_true")
     ap.add_argument("--only-cheats", action="store_true")
+    ap.add_argument("--pad-us", type=float, default=None,
+                    help="also run the judge with a GPU sleep of this many microseconds before each timed call")
     a = ap.parse_args()
     if a.device == "cpu":
         os.environ["TRITON_INTERPRET"] = "1"
@@ -170,10 +177,22 @@ def main():
         return
     report["before"] = {} if a.skip_before else run_before(core, problem, a.device, a.size, cands, a.warmup,
                                                            a.repeat, tmp)
+    if not a.skip_before and a.device.startswith("cuda"):
+        saved = os.environ.get("TRITON_CACHE_DIR")
+        report["before_cold"] = run_before(core, problem, a.device, a.size, cands, a.warmup, a.repeat, tmp, cold=True)
+        if saved is None:
+            os.environ.pop("TRITON_CACHE_DIR", None)
+        else:
+            os.environ["TRITON_CACHE_DIR"] = saved
     report["after_load_s"], report["after_steady"] = run_judge(judge_mod, core, problem, a.device, a.size, cands,
                                                                a.warmup, a.repeat, [], a.peak_gbps, True)
     report["after_back_to_back"] = {} if a.no_back_to_back else run_judge(
         judge_mod, core, problem, a.device, a.size, cands, a.warmup, a.repeat, [], a.peak_gbps, False)[1]
+    if a.pad_us:
+        os.environ["KAGENT_TIMING_PAD_US"] = str(a.pad_us)
+        _, report["after_pad"] = run_judge(judge_mod, core, problem, a.device, a.size, cands, a.warmup, a.repeat,
+                                           [], a.peak_gbps, True)
+        os.environ.pop("KAGENT_TIMING_PAD_US", None)
     if a.bwrap:
         _, report["sandbox_steady"] = run_judge(judge_mod, core, problem, a.device, a.size, cands, a.warmup,
                                                 a.repeat, bwrap_prefix(a.bwrap), a.peak_gbps, True)
@@ -185,8 +204,8 @@ def main():
     if a.skip_before:
         return
     print(f"== {a.kernel_dir} on {a.device} (warmup {a.warmup}, repeat {a.repeat}) ==")
-    keys = ["before", "after_steady"] + ([] if a.no_back_to_back else ["after_back_to_back"]) + \
-        (["sandbox_steady"] if a.bwrap else [])
+    keys = ["before"] + (["before_cold"] if "before_cold" in report else []) + ["after_steady"] + ([] if a.no_back_to_back else ["after_back_to_back"]) + \
+        (["after_pad"] if a.pad_us else []) + (["sandbox_steady"] if a.bwrap else [])
     print(f"{'candidate':16} " + " ".join(f"{k:>20}" for k in keys) + f" {'before ms':>10} {'after ms':>10} "
           f"{'do_bench':>10} {'floor %':>8}")
     for name, _ in cands:
@@ -207,6 +226,13 @@ def main():
              and report["before"].get(n, {}).get("do_bench_ms")]
     if agree:
         print(f"judge median vs do_bench: max deviation {max(agree):.2f} %, median {med(agree):.2f} %")
+    for k in ("after_pad", "sandbox_steady"):
+        dev = [abs(report[k][n]["median_ms"] / report["before"][n]["do_bench_ms"] - 1) * 100
+               for n, _ in cands if k in report and report[k].get(n, {}).get("median_ms")
+               and report["before"].get(n, {}).get("do_bench_ms")]
+        if dev:
+            print(f"{k} median vs do_bench: max deviation {max(dev):.2f} %, median {med(dev):.2f} %, per kernel "
+                  + ", ".join(f"{n}: {report[k][n]['median_ms']:.4f}" for n, _ in cands if report[k].get(n, {}).get("median_ms")))
     if a.cheats:
         print("cheat corpus:")
         for name, r in report["cheats"].items():

@@ -401,6 +401,16 @@ def poisoned_allocations(enabled=True):
             torch.Tensor.new_empty = _POISON["originals"][1]
 
 
+@contextlib.contextmanager
+def unpoisoned():
+    """Suspends allocation poisoning (inside Triton's compiler, which allocates for itself)."""
+    depth, _POISON["depth"] = _POISON["depth"], 0
+    try:
+        yield
+    finally:
+        _POISON["depth"] = depth
+
+
 # --------------------------------------------------------------------------------------------------
 # The loaded problem.
 

@@ -144,6 +144,8 @@ class Zygote:
         # The zygote must be able to write every worker's scratch: its root is the sandbox's writable dir.
         argv = [a.replace("{scratch}", judge.scratch_root) for a in judge.sandbox_prefix]
         argv += [sys.executable, "-u", os.path.join(HARNESS, "worker.py"), "--zygote", "--fd", str(child.fileno())]
+        if judge.gpu:
+            argv.append("--gpu")
         self.log = open(os.path.join(root, "zygote.log"), "ab")
         self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=self.log, stderr=self.log, env=env,
                                      cwd=root, pass_fds=(child.fileno(),), start_new_session=True,
@@ -281,8 +283,10 @@ class Worker:
 
     def request(self, obj, timeout):
         trace(self.name, "->", obj.get("op"))
+        t0 = time.monotonic()
         self.send(obj)
         msg = self.recv(timeout)
+        trace(self.name, "<-", msg.get("ev"), f"{time.monotonic() - t0:.3f} s")
         if msg.get("ev") == "error":
             kind = msg.get("kind", "candidate_error")
             raise core.CandidateError(str(msg.get("error", "candidate error"))[:4000],
@@ -425,6 +429,7 @@ class Judge:
         self.slots = []
         self.calib = {"per_call_ms": 0.0}
         self.zygote = None
+        self.gpu = False
         self.timeouts = {"start": 300.0, "verify": 300.0, "benchmark": 300.0}
         become_subreaper()
 
@@ -762,6 +767,9 @@ class Judge:
         launches = [int(x) for x in msg.get("launches", [])]
         if launches and min(launches) < 1:
             raise IntegrityError("no Triton kernel launched in a timed call (a cached or precomputed result?)")
+        if int(msg.get("compiles", 0)) > 0:
+            raise IntegrityError(f"Triton compiled {int(msg['compiles'])} kernel(s) during the timed calls "
+                                 "(compile-time code runs unobserved; an honest kernel compiles in its first call)")
         prep = w.info.get("prepare", {})
         if int(msg.get("threads", 0)) > int(prep.get("threads", 0)):
             extra = int(msg["threads"]) - int(prep.get("threads", 0))

@@ -18,9 +18,9 @@ smoke)
     --cheats tests/cheats/matvec --bwrap "$bw" --peak-gbps 4800 --json "$out/smoke.json" > "$out/smoke.txt" 2>&1
   echo "rc=$?" >> "$out/smoke.txt" ;;
 cost)
-  timeout 250 python3 benchmarks/trusted_cost.py --kernel-dir examples/optimize_01_matvec \
+  timeout 420 python3 benchmarks/trusted_cost.py --kernel-dir examples/optimize_01_matvec \
     --candidates benchmarks/h200/replay_matvec --cheats tests/cheats/matvec --bwrap "$bw" --peak-gbps 4800 \
-    --warmup 10 --repeat 50 --no-back-to-back --json "$out/cost_matvec.json" > "$out/cost_matvec.txt" 2>&1
+    --warmup 10 --repeat 50 --no-back-to-back --pad-us ${PAD_US:-40} --json "$out/cost_matvec.json" > "$out/cost_matvec.txt" 2>&1
   echo "rc=$?" >> "$out/cost_matvec.txt" ;;
 cost2)
   timeout 200 python3 benchmarks/trusted_cost.py --kernel-dir examples/optimize_02_rmsnorm \

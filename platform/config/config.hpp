@@ -115,7 +115,7 @@ struct platform_kwargs {
 /// The sandbox of every candidate and profiler process (docs/sandbox.md).
 struct sandbox_config {
   std::string mode = "auto";             ///< auto (bwrap when it works, else rlimits), bwrap, off
-  double memory_mb = 0;                  ///< RLIMIT_AS of a CPU-platform candidate; 0: half the host's RAM
+  double memory_mb = 0;                  ///< memory cap of a candidate (RLIMIT_AS on the CPU platform, RLIMIT_DATA on NVIDIA); 0: half the RAM
   int max_processes = 512;               ///< RLIMIT_NPROC-like bound (processes inside the sandbox)
   double max_file_mb = 4096;             ///< RLIMIT_FSIZE
 };

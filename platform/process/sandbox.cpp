@@ -83,6 +83,7 @@ std::vector<std::string> prlimit_args(const sandbox_limits& l, bool with_nproc) 
   if (l.max_file_bytes > 0) a.push_back(fmt::format("--fsize={}", l.max_file_bytes));
   if (with_nproc && l.max_processes > 0) a.push_back(fmt::format("--nproc={}", l.max_processes));
   if (l.address_space_bytes > 0) a.push_back(fmt::format("--as={}", l.address_space_bytes));
+  if (l.data_bytes > 0) a.push_back(fmt::format("--data={}", l.data_bytes));
   if (l.cpu_time_s > 0) a.push_back(fmt::format("--cpu={}", static_cast<long long>(std::ceil(l.cpu_time_s))));
   a.push_back("--");
   return a;
@@ -172,14 +173,17 @@ std::vector<std::string> gpu_device_nodes(const std::string& vendor) {
 
 sandbox_limits limits_from_config(const sandbox_config& cfg, const std::string& vendor) {
   sandbox_limits l;
-  if (vendor.empty()) {
-    if (cfg.memory_mb > 0) {
-      l.address_space_bytes = static_cast<unsigned long long>(cfg.memory_mb * 1024.0 * 1024.0);
-    } else {
-      const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
-      if (pages > 0 && page > 0) l.address_space_bytes = static_cast<unsigned long long>(pages) * page / 2;
-    }
+  unsigned long long cap = 0;
+  if (cfg.memory_mb > 0) {
+    cap = static_cast<unsigned long long>(cfg.memory_mb * 1024.0 * 1024.0);
+  } else {
+    const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
+    if (pages > 0 && page > 0) cap = static_cast<unsigned long long>(pages) * page / 2;
   }
+  // CPU platform: the address space (the strictest cap). NVIDIA: the data segment, which CUDA's
+  // address-space reservations do not count (docs/sandbox.md). ROCm: none, unmeasured so far.
+  if (vendor.empty()) l.address_space_bytes = cap;
+  else if (vendor == "nvidia") l.data_bytes = cap;
   l.max_processes = cfg.max_processes;
   l.max_file_bytes = cfg.max_file_mb > 0 ? static_cast<unsigned long long>(cfg.max_file_mb * 1024.0 * 1024.0) : 0;
   return l;

@@ -21,6 +21,10 @@ namespace kagent {
 
 struct sandbox_limits {
   unsigned long long address_space_bytes = 0;  ///< RLIMIT_AS; 0: none (GPU runtimes reserve huge ranges)
+  /// RLIMIT_DATA (private writable mappings: what a process really allocates); the memory cap on
+  /// NVIDIA hosts, where RLIMIT_AS cannot be used (measured on the H200: a CUDA process reserves
+  /// 18 GB of address space, its VmData stays at 1.4 GB). 0: none.
+  unsigned long long data_bytes = 0;
   int max_processes = 512;                     ///< RLIMIT_NPROC (bwrap mode only; see docs/sandbox.md)
   unsigned long long max_file_bytes = 4ULL << 30;  ///< RLIMIT_FSIZE; 0: none
   double cpu_time_s = 0;                       ///< RLIMIT_CPU; 0: none

@@ -74,12 +74,18 @@ void write_replay(const scratch& s, const std::string& reply) {
           R"( "actual_outcome": "failed", "reasoning": "it failed", "lessons": [], "avoid_patterns": [], "try_patterns": []})");
 }
 
-std::string config(const scratch& s) {
+std::string config(const scratch& s, const std::string& extra = "") {
   return s.write("cfg/contain.yaml",
                  "strategy: greedy\nnum_workers: 1\nmax_rounds: 1\nplatform: cpu\ntarget_platform: cpu\n"
-                 "benchmark_warmup: 1\nbenchmark_repeat: 2\nmax_refine_attempts: 1\n"
+                 "benchmark_warmup: 1\nbenchmark_repeat: 2\nmax_refine_attempts: 1\n" + extra +
                  "llm:\n  provider: replay\n  replay_dir: " + (s.dir / "replay").string() + "\n");
 }
+
+// A candidate that reserves 20 GiB (on the 24 GiB CI machine): torch.empty maps it without touching
+// it, so an uncapped candidate succeeds (and says so) without endangering the host.
+const std::string kHuge =
+    "    big = torch.empty(20 << 30, dtype=torch.uint8)\n"
+    "    raise RuntimeError('ALLOC' + 'ATED_20G %d' % big.numel())\n";  // the marker exists only at run time
 
 /// Every regular file under `dir` that contains `needle`.
 std::vector<std::string> files_containing(const fs::path& dir, const std::string& needle) {
@@ -167,6 +173,22 @@ TEST(Containment, PlantedKeyIsInNoFileOfTheRun) {
   EXPECT_TRUE(files_containing(s.dir / "rec", kDotenvKey).empty());
   // In the sandbox the candidate sees neither its parents' /proc entries nor the .env (masked), so
   // the dump carries no key at all; without a sandbox the sinks would have redacted it.
+}
+
+TEST(Containment, MemoryCapRefusesATwentyGigabyteAllocation) {
+  scratch s;
+  write_replay(s, hostile(kHuge));
+  auto r = run({"--strategy", config(s, "sandbox:\n  memory_mb: 8192\n"), "--kernel-dir", kMatvec, "--run-dir",
+                (s.dir / "runs").string()},
+               {{"KAGENT_INJECT_FAULT", ""}, {"KAGENT_PYTHON", KAGENT_PYTHON}}, s.dir.string(), 400);
+  ASSERT_TRUE(r.started) << r.describe();
+  auto dirs = run_dirs(s.dir / "runs");
+  ASSERT_EQ(dirs.size(), 1u) << r.err;
+  // The allocation was refused inside the candidate's process (RLIMIT_AS of the sandbox): the
+  // allocator's own message reached the candidate's record, the success marker did not.
+  EXPECT_TRUE(files_containing(dirs[0], "ALLOCATED_20G").empty()) << r.out << r.err;
+  EXPECT_FALSE(files_containing(dirs[0], "allocate memory").empty()) << r.out << r.err;
+  EXPECT_EQ(r.exit_code, 0) << r.describe();  // the run itself goes on and ends normally
 }
 
 class KillDuringHang : public ::testing::TestWithParam<int> {};

@@ -205,11 +205,20 @@ TEST(SandboxPlan, LimitsFromConfig) {
   sandbox_config c;
   auto gpu = limits_from_config(c, "nvidia");
   EXPECT_EQ(gpu.address_space_bytes, 0u);
+  EXPECT_GT(gpu.data_bytes, 0u);  // the memory cap on NVIDIA hosts is RLIMIT_DATA
+  EXPECT_EQ(limits_from_config(c, "rocm").data_bytes, 0u);
+  EXPECT_EQ(limits_from_config(c, "").data_bytes, 0u);
   EXPECT_EQ(gpu.max_processes, 512);
   EXPECT_EQ(gpu.max_file_bytes, 4096ULL << 20);
   EXPECT_GT(limits_from_config(c, "").address_space_bytes, 0u);
   c.memory_mb = 1024;
   EXPECT_EQ(limits_from_config(c, "").address_space_bytes, 1ULL << 30);
+  EXPECT_EQ(limits_from_config(c, "nvidia").data_bytes, 1ULL << 30);
+  sandbox_request r;
+  r.limits = limits_from_config(c, "nvidia");
+  auto p = plan_sandbox("rlimits", r);
+  EXPECT_NE(index_of(p.prefix, "--data=" + std::to_string(1ULL << 30)), std::string::npos);
+  EXPECT_EQ(index_of(p.prefix, "--as=" + std::to_string(1ULL << 30)), std::string::npos);
 }
 
 TEST(SandboxRun, CannotWriteOutsideItsWritableDirectory) {

@@ -1,6 +1,7 @@
-"""Cheat: slows the clocks down everywhere it can find them, including the timer the harness bound
-at start-up (module globals and bound attributes found through the garbage collector), and puts the
-public names back so that a check of time.perf_counter sees nothing.
+"""Cheat: slows the clocks down everywhere it can find them, including the timers the harness bound
+at start-up (module globals and bound attributes found through the garbage collector):
+time.perf_counter on the CPU platform, torch.cuda.Event.elapsed_time on a GPU. The public names
+stay as they were, so a check of time.perf_counter or of the Event class sees nothing.
 # cheat: timer
 # expect: integrity
 """
@@ -21,12 +22,23 @@ for _m in list(_sys.modules.values()):
     for _name, _v in list(getattr(_m, "__dict__", {}).items()):
         if _v is _real and _m is not _time and getattr(_m, "__dict__", None) is not _mine:
             setattr(_m, _name, _slow)
+import torch
+
+_real_elapsed = torch.cuda.Event.elapsed_time
+
+
+def _slow_elapsed(self, end, _f=_real_elapsed):
+    return _f(self, end) / 1000.0
+
+
+_class_dict = torch.cuda.Event.__dict__
 for _o in _gc.get_objects():
-    if isinstance(_o, dict) and _o is not _mine and _o is not _time.__dict__:
+    if isinstance(_o, dict) and _o is not _mine and _o is not _time.__dict__ and _o is not _class_dict:
         for _k, _v in list(_o.items()):
             if _v is _real:
                 _o[_k] = _slow
-import torch
+            elif _v is _real_elapsed:
+                _o[_k] = _slow_elapsed
 import triton
 import triton.language as tl
 
