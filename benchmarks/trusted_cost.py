@@ -154,7 +154,8 @@ def main():
     ap.add_argument("--no-back-to-back", action="store_true")
     ap.add_argument("--only-cheats", action="store_true")
     ap.add_argument("--pad-us", type=float, default=None,
-                    help="also run the judge with a GPU sleep of this many microseconds before each timed call")
+                    help="also run the judge with KAGENT_TIMING_PAD_US set (the experiment of commit 586d688; "
+                         "the worker no longer reads it, so this pass is a second plain one)")
     a = ap.parse_args()
     if a.device == "cpu":
         os.environ["TRITON_INTERPRET"] = "1"

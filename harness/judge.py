@@ -144,8 +144,6 @@ class Zygote:
         # The zygote must be able to write every worker's scratch: its root is the sandbox's writable dir.
         argv = [a.replace("{scratch}", judge.scratch_root) for a in judge.sandbox_prefix]
         argv += [sys.executable, "-u", os.path.join(HARNESS, "worker.py"), "--zygote", "--fd", str(child.fileno())]
-        if judge.gpu:
-            argv.append("--gpu")
         self.log = open(os.path.join(root, "zygote.log"), "ab")
         self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=self.log, stderr=self.log, env=env,
                                      cwd=root, pass_fds=(child.fileno(),), start_new_session=True,

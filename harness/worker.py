@@ -40,7 +40,7 @@ empty empty_like empty_strided new_empty new_empty_strided zeros zeros_like ones
 new_zeros new_ones new_full fill fill_ zero zero_ copy copy_ clone _to_copy to contiguous detach detach_
 alias lift_fresh lift_fresh_copy view _unsafe_view reshape _reshape_alias as_strided t transpose permute
 expand expand_as squeeze unsqueeze select slice narrow split split_with_sizes chunk unbind flatten unflatten
-view_as view_as_real view_as_complex _local_scalar_dense resize_ set_ is_same_size arange
+view_as view_as_real view_as_complex _local_scalar_dense resize_ set_ is_same_size arange resolve_conj resolve_neg
 is_nonzero item numpy sym_size sym_stride sym_numel sym_storage_offset stride size dim _has_compatible_shallow_copy_type
 """.split())
 
@@ -52,9 +52,15 @@ def aten_base(name):
 
 
 class OpRecorder:
-    """A TorchDispatchMode that records every aten op the candidate's call dispatches."""
+    """Records the aten ops a candidate's call runs.
 
-    def __init__(self):
+    The default is PyTorch's own profiler (CPU activity only): it sees every op the dispatcher runs,
+    composite ones and what they decompose into. A TorchDispatchMode would see the same ops, but on
+    a GPU the first Triton launch of every kernel under such a mode makes torch analyse the kernel
+    (measured on the H200: 1.5-3.5 s per candidate). `prepare` checks the profiler with an op it
+    must see (aten::mm); if it does not see it, the dispatch mode is used instead."""
+
+    def __init__(self, kind="profiler"):
         from torch.utils._python_dispatch import TorchDispatchMode
 
         recorder = self
@@ -65,7 +71,43 @@ class OpRecorder:
                 return func(*args, **(kwargs or {}))
 
         self.ops = set()
-        self.mode = Mode()
+        self.kind = kind
+        self._mode = Mode()
+
+    @contextlib.contextmanager
+    def recording(self):
+        if self.kind != "profiler":
+            with self._mode:
+                yield
+            return
+        import torch.autograd.profiler as autograd_profiler
+        prof = autograd_profiler.profile(use_device=None)
+        prof.__enter__()
+        try:
+            yield
+        finally:
+            try:
+                prof.__exit__(None, None, None)
+                events = prof.function_events
+            except Exception as exc:  # noqa: BLE001 - the candidate switched the profiler off
+                raise core.CandidateError(f"the op recorder was switched off during the candidate's call ({exc})")
+            for e in events:
+                if e.name.startswith("aten::"):
+                    self.ops.add(e.name)
+
+    def self_test(self, device):
+        """True when this recorder sees a compute op run on `device` (and warms it up)."""
+        torch = core.torch_module()
+        t = torch.ones(4, 4, device=device)
+        self.ops.clear()
+        try:
+            with self.recording():
+                torch.mm(t, t)
+        except Exception:  # noqa: BLE001
+            return False
+        seen = any(aten_base(op) == "mm" for op in self.ops)
+        self.ops.clear()
+        return seen
 
     def forbidden(self):
         return sorted(op for op in self.ops if aten_base(op) not in ALLOWED_ATEN)
@@ -192,7 +234,6 @@ class Worker:
         self.cand = None
         self.in_place = False
         self.gpu = False
-        self.pad_cycles = 0
 
     # -- prepare: the problem's inputs on the device, the judge's slots, the timers ------------------
     def op_prepare(self, req):
@@ -205,12 +246,13 @@ class Worker:
         self.flush_buf = torch.empty(max(1, int(req["flush_bytes"]) // 4), dtype=torch.int32, device=device)
         self.launches = Launches(not self.gpu)
         self.recorder = OpRecorder()
+        if not self.recorder.self_test(device):
+            self.recorder = OpRecorder("dispatch")
         self.compiles = Compiles(self.gpu)
         if self.gpu:
             self._event = torch.cuda.Event
             self._elapsed = torch.cuda.Event.elapsed_time
             self._sync = torch.cuda.synchronize
-            self._sleep = torch.cuda._sleep
             self._captured = {"torch.cuda.Event.elapsed_time": (torch.cuda.Event, "elapsed_time", self._elapsed),
                               "torch.cuda.synchronize": (torch.cuda, "synchronize", self._sync)}
         else:
@@ -219,33 +261,16 @@ class Worker:
         self._captured["time.perf_counter"] = (time, "perf_counter", _perf_counter)
         if self.gpu:
             warm_triton(self.flush_buf)
-            # The first Triton launch under a dispatch mode does seconds of one-time work in torch
-            # (measured on the H200: 3-4 s, most of it lazy imports and op registrations); done here,
-            # while the previous candidate runs, the candidate's first recorded call does not pay it.
-            with core.poisoned_allocations(), self.recorder.mode:
+            # One recorded Triton launch before any candidate: the recorder's one-time start-up (the
+            # profiler's, or torch's work for a first launch under a dispatch mode: 3-4 s measured on
+            # the H200) is paid here, while the previous candidate runs.
+            with core.poisoned_allocations(), self.recorder.recording():
                 warm_triton(self.flush_buf)
             self.recorder.ops.clear()
-            self.pad_cycles = self.pad_cycles_for(float(os.environ.get("KAGENT_TIMING_PAD_US", "0") or 0))
         self._sync()
         self.threads_at_start = threading.active_count()
-        return {"ev": "ready", "threads": self.threads_at_start, "input_bytes": self.problem.input_bytes()}
-
-    def pad_cycles_for(self, pad_us):
-        """GPU clock cycles of `torch.cuda._sleep` that keep the device busy for `pad_us` microseconds
-        before a timed call starts, so the host can queue all of the call's launches (as a benchmark
-        loop that never waits does) instead of exposing its launch latency. 0: no pad."""
-        if pad_us <= 0:
-            return 0
-        torch = core.torch_module()
-        n = 1 << 20
-        torch.cuda._sleep(n)
-        s, e = self._event(enable_timing=True), self._event(enable_timing=True)
-        s.record()
-        torch.cuda._sleep(n)
-        e.record()
-        self._sync()
-        per_us = n / max(1e-3, self._elapsed(s, e) * 1e3)
-        return int(pad_us * per_us)
+        return {"ev": "ready", "threads": self.threads_at_start, "input_bytes": self.problem.input_bytes(),
+                "recorder": self.recorder.kind}
 
     # -- load: import the candidate -------------------------------------------------------------------
     def op_load(self, req):
@@ -272,7 +297,7 @@ class Worker:
                 before = self.launches.count
                 t0 = _perf_counter()
                 try:
-                    with core.poisoned_allocations(), self.recorder.mode:
+                    with core.poisoned_allocations(), self.recorder.recording():
                         args, kwargs = core.bind_arguments(self.cand.fn, inputs, self.problem.named)
                         out = self.cand.fn(*args, **kwargs)
                     if out is None:
@@ -336,8 +361,6 @@ class Worker:
             self.flush_buf.zero_()
             if self.gpu:
                 start, end = self._event(enable_timing=True), self._event(enable_timing=True)
-                if self.pad_cycles:
-                    self._sleep(self.pad_cycles)
                 start.record()
                 out = fn(*inputs)
                 end.record()
@@ -479,16 +502,7 @@ def serve(fd, scratch):
             return 0
 
 
-def preload_for_gpu():
-    """What a GPU worker would otherwise import during the candidate's first call. Measured on the
-    H200 (torch 2.11, triton 3.6): the first Triton launch under the worker's TorchDispatchMode
-    imports torch._higher_order_ops.triton_kernel_wrap, and with it torch._dynamo, sympy and FSDP:
-    3.3-5.5 s, paid by every fresh worker. Imported once here, it is inherited by every fork."""
-    with contextlib.suppress(Exception):
-        import torch._higher_order_ops.triton_kernel_wrap  # noqa: F401
-
-
-def zygote(ctl_fd, gpu=False):
+def zygote(ctl_fd):
     """The fork server: imports torch and triton once (no device is touched here, so a child may
     still initialise CUDA), then forks one fresh worker per request. It runs no candidate code. It
     is not dumpable, and neither are its children, so a candidate cannot ptrace or read the memory of
@@ -502,8 +516,6 @@ def zygote(ctl_fd, gpu=False):
     core.torch_module()
     import triton  # noqa: F401
     import torch.utils._python_dispatch  # noqa: F401 - the worker's recorder, imported once here
-    if gpu:
-        preload_for_gpu()
     exited = {}
 
     def reap(*_):
@@ -578,10 +590,9 @@ def main(argv=None):
     ap.add_argument("--fd", type=int, required=True)
     ap.add_argument("--scratch", default=None)
     ap.add_argument("--zygote", action="store_true", help="serve fork requests on --fd (a SOCK_SEQPACKET end)")
-    ap.add_argument("--gpu", action="store_true", help="the workers will run on a GPU: preload what they need there")
     args = ap.parse_args(argv)
     if args.zygote:
-        return zygote(args.fd, args.gpu)
+        return zygote(args.fd)
     import faulthandler
     faulthandler.enable(file=sys.stderr, all_threads=False)
     return serve(args.fd, args.scratch)

@@ -20,17 +20,20 @@ smoke)
 cost)
   timeout 420 python3 benchmarks/trusted_cost.py --kernel-dir examples/optimize_01_matvec \
     --candidates benchmarks/h200/replay_matvec --cheats tests/cheats/matvec --bwrap "$bw" --peak-gbps 4800 \
-    --warmup 10 --repeat 50 --no-back-to-back --pad-us ${PAD_US:-40} --json "$out/cost_matvec.json" > "$out/cost_matvec.txt" 2>&1
+    --warmup 10 --repeat 50 --no-back-to-back --json "$out/cost_matvec.json" > "$out/cost_matvec.txt" 2>&1
   echo "rc=$?" >> "$out/cost_matvec.txt" ;;
 cost2)
   timeout 200 python3 benchmarks/trusted_cost.py --kernel-dir examples/optimize_02_rmsnorm \
     --candidates benchmarks/h200/replay_rmsnorm --bwrap "$bw" --peak-gbps 4800 \
     --warmup 10 --repeat 50 --no-back-to-back --json "$out/cost_rmsnorm.json" > "$out/cost_rmsnorm.txt" 2>&1
   echo "rc=$?" >> "$out/cost_rmsnorm.txt" ;;
-run)
+run|short)
+  cfg=benchmarks/h200/nvidia_matvec.yaml
+  [ "$what" = short ] && cfg=benchmarks/h200/nvidia_matvec_short.yaml
+  ( sleep 30; for p in $(pgrep -f "worker.py --zygote"); do echo "zygote $p"; grep -E "address space|data size|processes" /proc/$p/limits; done ) > "$out/limits.txt" 2>&1 &
   export LD_LIBRARY_PATH=$root/.device/lib KAGENT_HOME=$root KAGENT_PYTHON=python3 KAGENT_BWRAP=$bw
   t0=$(date +%s.%N)
-  timeout 250 "$root/.device/kagent-actors" --strategy benchmarks/h200/nvidia_matvec.yaml \
+  timeout 250 "$root/.device/kagent-actors" --strategy $cfg \
     --kernel-dir examples/optimize_01_matvec --run-dir "$out/runs" > "$out/run.log" 2>&1
   echo "rc=$? wall_s=$(python3 -c "print(round($(date +%s.%N) - $t0, 1))")" >> "$out/run.log"
   d=$(ls -d "$out"/runs/*/ | head -1)
