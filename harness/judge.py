@@ -537,6 +537,32 @@ class Judge:
         self.spare = self.spawn()
         return w
 
+    def census(self):
+        """Every live process below us (the fork server's tree, workers, orphans re-parented to us)."""
+        return {p for p in descendants(os.getpid()) if alive(p)}
+
+    def leftovers(self, w, state):
+        """Processes that appeared since `w` got its candidate and are neither `w` nor the spare's."""
+        before = state.get("census")
+        if before is None:
+            return []
+        keep = {w.pid}
+        if self.spare is not None and self.spare.pid > 0:
+            keep.add(self.spare.pid)
+            keep.update(descendants(self.spare.pid))
+        return sorted(p for p in self.census() - before - keep if alive(p))
+
+    def reject_leftovers(self, w, state, where):
+        left = self.leftovers(w, state)
+        if left:
+            names = []
+            for p in left[:3]:
+                with contextlib.suppress(OSError):
+                    with open(f"/proc/{p}/cmdline", "rb") as f:
+                        names.append(f.read().replace(b"\0", b" ").decode(errors="replace").strip()[:60])
+            raise IntegrityError(f"the candidate left {len(left)} process(es) running after its calls ({where}): "
+                                 + "; ".join(n for n in names if n))
+
     def reap_orphans(self):
         """Ends processes re-parented to us (we are a subreaper) that are not our spare."""
         keep = set()
@@ -579,7 +605,7 @@ class Judge:
         path = os.path.join(w.scratch, "kernel.py")
         with open(path, "w", encoding="utf-8") as f:
             f.write(code)
-        state = {"verified": False}
+        state = {"verified": False, "census": self.census()}
         self.current = (key, w, state)
         msg = w.request({"op": "load", "path": path}, self.timeouts["verify"])
         state["import_s"] = msg.get("import_s")
@@ -661,6 +687,8 @@ class Judge:
                 break
             state["asm"] = msg.get("asm") or {}
             state["in_place"] = bool(msg.get("in_place"))
+        if error is None:
+            self.reject_leftovers(w, state, "verification")
         state["verified"] = error is None
         state["rtol"], state["atol"] = rtol, atol
         return {"passed": error is None, "error": error, "rtol": rtol, "atol": atol, "trials": len(self.sets),
@@ -758,8 +786,11 @@ class Judge:
         finally:
             pass
         msg = m["msg"]
+        left = self.leftovers(w, state)
         # Nothing the candidate left behind may run on while we look at its outputs.
         out, err = self.finish_current()
+        if left:
+            raise IntegrityError(f"the candidate left {len(left)} process(es) running after its timed calls")
         if msg.get("patched"):
             raise IntegrityError(f"patched timer ({', '.join(msg['patched'])} replaced during the candidate's run)")
         launches = [int(x) for x in msg.get("launches", [])]

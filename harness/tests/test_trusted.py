@@ -76,6 +76,7 @@ class Trusted(unittest.TestCase):
         self.assertRegex(seen["cache_by_address.py"][1], r"timed call|no Triton kernel launched")
         self.assertRegex(seen["cache_by_content.py"][1], r"timed call|no Triton kernel launched")
         self.assertIn("constant", seen["zeros.py"][1])
+        self.assertIn("process(es) running after its calls", seen["process_after_return.py"][1])
 
     def test_a_cheat_leaves_nothing_behind_for_the_next_candidate(self):
         probe = ("import time, torch\n" + support.read(START) +

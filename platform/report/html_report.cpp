@@ -192,6 +192,11 @@ std::string td(const std::string& text, bool num = false) {
   return std::string(num ? "<td class=\"num\">" : "<td>") + e(text) + "</td>";
 }
 
+/// The achieved share of the physics floor (bytes over peak bandwidth / measured time), "" if unknown.
+std::string floor_cell(const store::program_record& p) {
+  return p.floor_pct && std::isfinite(*p.floor_pct) ? fmt::format("{:.1f}", *p.floor_pct) : "";
+}
+
 std::string summary_section(const summary_view& v, const report_data& d) {
   std::string s = "<h2 id=\"summary\">Summary</h2>\n<table class=\"summary\">\n";
   s += "<tr><th></th><th>time</th><th>speed-up of the best kernel</th></tr>\n";
@@ -246,7 +251,8 @@ std::string lineage_section(const report_data& d, const std::string& best_id, st
                      e(p.id), e(format_ms(time_of(p))), e(format_speedup(initial_ms, time_of(p))));
   }
   s += "</div>\n<table class=\"lineage-table\"><tr><th>#</th><th>program</th><th>round</th><th>time</th>"
-       "<th>speed-up vs start</th><th>vs parent</th><th>bottleneck targeted</th><th>model</th><th>SOL %</th></tr>\n";
+       "<th>speed-up vs start</th><th>vs parent</th><th>bottleneck targeted</th><th>model</th><th>SOL %</th>"
+       "<th>% of hardware floor</th></tr>\n";
   std::optional<double> parent_t;
   for (std::size_t i = 0; i < chain.size(); ++i) {
     const auto& p = chain[i];
@@ -254,7 +260,8 @@ std::string lineage_section(const report_data& d, const std::string& best_id, st
     s += "<tr>" + td(std::to_string(i), true) + td(p.id) + td(std::to_string(p.round), true) + td(format_ms(t), true) +
          td(format_speedup(initial_ms, t), true) + td(i == 0 ? "" : format_speedup(parent_t, t), true) +
          td(p.bottleneck.value_or("")) + td(p.model.value_or("")) +
-         td(p.sol_pct && std::isfinite(*p.sol_pct) ? fmt::format("{:.1f}", *p.sol_pct) : "", true) + "</tr>\n";
+         td(p.sol_pct && std::isfinite(*p.sol_pct) ? fmt::format("{:.1f}", *p.sol_pct) : "", true) +
+         td(floor_cell(p), true) + "</tr>\n";
     parent_t = t;
   }
   return s + "</table>\n";
@@ -300,13 +307,14 @@ std::string top_section(const report_data& d, std::optional<double> initial_ms) 
   std::string s = "<h2 id=\"top\">Fastest verified kernels</h2>\n";
   if (verified.empty()) return s + "<p class=\"note\">None.</p>\n";
   s += "<table><tr><th>program</th><th>parent</th><th>round</th><th>gpu</th><th>time</th><th>speed-up vs start</th>"
-       "<th>bottleneck</th><th>analysis</th></tr>\n";
+       "<th>bottleneck</th><th>analysis</th><th title=\"bytes moved over the peak memory bandwidth, as a share of the "
+       "measured time (100: at the hardware limit)\">% of hardware floor</th></tr>\n";
   for (std::size_t i = 0; i < verified.size() && i < 10; ++i) {
     const auto& p = *verified[i];
     s += "<tr>" + td(p.id) + td(p.parent_id.value_or("")) + td(std::to_string(p.round), true) +
          td(p.gpu_id ? std::to_string(*p.gpu_id) : "", true) + td(format_ms(time_of(p)), true) +
          td(format_speedup(initial_ms, time_of(p)), true) + td(p.bottleneck.value_or("")) +
-         td(p.analysis_mode.value_or("")) + "</tr>\n";
+         td(p.analysis_mode.value_or("")) + td(floor_cell(p), true) + "</tr>\n";
   }
   return s + "</table>\n";
 }

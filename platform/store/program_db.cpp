@@ -603,12 +603,12 @@ void program_db::insert_program(const program_record& p) {
   statement s(db_, path_,
               "INSERT INTO programs (id, seq, parent_id, round, worker, gpu_id, status, code, time_ms, "
               "error, failure_cause, code_hash, bottleneck, model, compute_sol_pct, memory_sol_pct, "
-              "sol_pct, speedup, analysis_mode, created_at, updated_at) VALUES (?1, "
+              "sol_pct, speedup, analysis_mode, created_at, updated_at, floor_pct) VALUES (?1, "
               "(SELECT COALESCE(MAX(seq), 0) + 1 FROM programs), ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, "
-              "?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20)");
+              "?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21)");
   s.bind_all(p.id, p.parent_id, p.round, p.worker, p.gpu_id, p.status, p.code, p.time_ms, p.error,
              p.failure_cause, p.code_hash, p.bottleneck, p.model, p.compute_sol_pct, p.memory_sol_pct,
-             p.sol_pct, p.speedup, p.analysis_mode, or_now(p.created_at), now);
+             p.sol_pct, p.speedup, p.analysis_mode, or_now(p.created_at), now, p.floor_pct);
   try {
     s.run();
   } catch (const run_error& e) {

@@ -55,6 +55,11 @@ TEST_F(HtmlReport, FinishedRunHasChartsLineageDiffTablesAndEscapedCode) {
   EXPECT_THAT(html, HasSubstr("<td>PyTorch eager</td><td class=\"num\">3.000 ms</td><td class=\"num\">3.00x</td>"));
   EXPECT_THAT(html, HasSubstr("<th>devices in synthetic mode</th><td>gpu1</td>"));
   EXPECT_THAT(html, HasSubstr("<th>GPU busy</th><td>6% (12.5 device-s over 2 device(s))</td>"));
+  // The achieved share of the hardware floor, for the verified kernels (fastest table and lineage).
+  const auto top = section(html, "id=\"top\"", "</table>");
+  EXPECT_THAT(top, HasSubstr("% of hardware floor</th>"));
+  EXPECT_THAT(top, HasSubstr("<td class=\"num\">45.0</td>"));  // r2_c1: 0.45 ms floor / 1.0 ms
+  EXPECT_THAT(top, HasSubstr("<td class=\"num\">25.0</td>"));  // r1_c1: 0.45 / 1.8
 
   // Two charts: each with the best-so-far step line, markers for the 3 verified and 2 failed candidates.
   EXPECT_EQ(std::count(html.begin(), html.end(), '\0'), 0);
