@@ -448,10 +448,14 @@ caf::behavior candidate_actor(caf::event_based_actor* self, context_ptr ctx, can
 // gpu_worker: the session of one device
 
 namespace {
+/// A candidate's deadline (candidate_timeout_s) expired: the worker ends it.
+using deadline_atom = caf::atom_constant<caf::atom("deadline")>;
+
 struct gpu_worker_state {
   caf::actor evaluator;
   caf::actor profiler;
   std::map<caf::actor_addr, std::pair<std::string, caf::response_promise>> running;  // candidate -> (id, promise)
+  std::map<std::string, caf::actor> handles;  // candidate id -> its actor, while it runs
   std::map<std::string, candidate_spec> specs;
   bool synthetic = false;
 };
@@ -472,6 +476,7 @@ caf::behavior gpu_worker_actor(caf::event_based_actor* self, context_ptr ctx, in
     if (it == st->running.end()) return;
     auto [id, rp] = it->second;
     st->running.erase(it);
+    st->handles.erase(id);
     if (!dm.reason) return;  // a normal exit already delivered its result
     const auto& spec = st->specs[id];
     candidate_result r;
@@ -497,8 +502,36 @@ caf::behavior gpu_worker_actor(caf::event_based_actor* self, context_ptr ctx, in
                                              st->profiler, llm);
         st->running.emplace(c.address(), std::make_pair(spec.id, rp));
         st->specs[spec.id] = spec;
+        st->handles[spec.id] = c;
         self->send(c, start_atom::value);
+        // The deadline is kept here, where the candidate lives: when it expires the candidate is
+        // killed, so it starts no further LLM call, device step or file write (its one in-flight
+        // device step, if any, still finishes ahead of the next candidate's in this device's queue).
+        self->delayed_send(self, std::chrono::milliseconds(static_cast<long long>(ctx->cfg.candidate_timeout_s * 1000)),
+                           deadline_atom::value, spec.id);
         return rp;
+      },
+      [=](deadline_atom, const std::string& id) {
+        auto h = st->handles.find(id);
+        if (h == st->handles.end()) return;  // it ended in time
+        auto c = h->second;
+        st->handles.erase(h);
+        auto it = st->running.find(c.address());
+        if (it == st->running.end()) return;
+        auto rp = it->second.second;
+        st->running.erase(it);
+        const auto spec = st->specs[id];
+        st->specs.erase(id);
+        self->send_exit(c, caf::exit_reason::kill);
+        candidate_result r;
+        r.candidate_id = id;
+        r.parent_id = spec.parent_id;
+        r.round = spec.round;
+        r.gpu_id = device_id;
+        r.model = spec.model;
+        r.failure_cause = "timeout";
+        r.error = fmt::format("candidate exceeded candidate_timeout_s={}", ctx->cfg.candidate_timeout_s);
+        rp.deliver(r);
       },
       [=](const evaluate& e) {
         // The manager's own device work (the initial kernel and the references) queues behind the
@@ -521,6 +554,7 @@ caf::behavior gpu_worker_actor(caf::event_based_actor* self, context_ptr ctx, in
           auto rp = it->second.second;
           st->running.erase(it);
           st->specs.erase(r.candidate_id);
+          st->handles.erase(r.candidate_id);
           rp.deliver(r);
           return;
         }

@@ -408,7 +408,9 @@ caf::behavior manager_actor(caf::event_based_actor* self, context_ptr ctx, caf::
     emit("candidate_start", {{"candidate_id", spec.id}, {"parent_id", spec.parent_id}, {"round", spec.round},
                              {"gpu_id", w.device_id}, {"slot", static_cast<int>(st->inflight.size())},
                              {"direction", spec.bottleneck_id}});
-    const auto timeout = std::chrono::milliseconds(static_cast<long>(ctx->cfg.candidate_timeout_s * 1000));
+    // The gpu worker enforces candidate_timeout_s (and kills the candidate); this request's own
+    // timeout is only a backstop for a worker that stopped answering.
+    const auto timeout = std::chrono::milliseconds(static_cast<long long>((ctx->cfg.candidate_timeout_s + 120.0) * 1000));
     self->request(w.actor, timeout, spec)
         .then([=](const candidate_result& res) { (*on_result)(res); },
               [=](caf::error& err) {

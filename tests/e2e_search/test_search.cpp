@@ -270,6 +270,31 @@ TEST(Search, AsyncScheduleReachesTheSameBestAsRounds) {
   EXPECT_TRUE(fs::exists(async.run_dir / "report.html"));
 }
 
+// ---- candidate_timeout_s ----------------------------------------------------------------------------
+
+TEST(CandidateTimeout, ATimedOutCandidateStopsAndWritesNothingAfterItsDeadline) {
+  // Every LLM reply takes 2.5 s and a candidate may take 1.5 s: each candidate times out waiting for
+  // its first reply. Before the worker enforced the deadline, the manager moved on while the
+  // candidate went on: its reply arrived a second later, it wrote kernel.py and verified it beside
+  // its successor. Now it is killed at its deadline, so no candidate directory ever gets a kernel.
+  scratch s;
+  const auto cfg = s.write("cfg/timeout.yaml",
+                           "strategy: greedy\nnum_workers: 1\nmax_rounds: 2\nplatform: cpu\ntarget_platform: cpu\n"
+                           "benchmark_warmup: 1\nbenchmark_repeat: 2\ncandidate_timeout_s: 1.5\n"
+                           "llm:\n  provider: replay\n");
+  auto env = kBaseEnv;
+  env["KAGENT_REPLAY_DELAY_S"] = "2.5";
+  auto o = run_to_end(s, {"--strategy", cfg, "--kernel-dir", kMatvec}, "runs", env);
+  int timed_out = 0;
+  for (const auto& [id, p] : o.programs) {
+    if (id == "initial") continue;
+    EXPECT_EQ(p.failure_cause.value_or(""), "timeout") << id;
+    timed_out += p.failure_cause.value_or("") == "timeout";
+    EXPECT_FALSE(fs::exists(o.run_dir / "candidates" / id / "kernel.py")) << id << " went on after its deadline";
+  }
+  EXPECT_GE(timed_out, 2);  // one per round: the second round ran while the first one's reply was due
+}
+
 // ---- resume ---------------------------------------------------------------------------------------
 
 struct kill_point {
