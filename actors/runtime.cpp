@@ -156,7 +156,7 @@ run_outcome run_optimization(const run_request& req) {
     if (auto py = fs::canonical(ctx->python, ec); !ec) r.readable.push_back(py.parent_path().parent_path().string());
     r.hidden = {fs::absolute(".env").string()};
     r.vendor = ctx->vendor;
-    r.limits = limits_from_config(ctx->cfg.sandbox, ctx->vendor);
+    r.limits = limits_from_config(ctx->cfg.sandbox, ctx->vendor, std::max(600.0, 2 * ctx->cfg.candidate_timeout_s));
     r.share_dev_shm = !ctx->vendor.empty();
     ctx->sandbox_prefix = plan_sandbox(ctx->sandbox_mode, r).prefix;
   }

@@ -274,7 +274,8 @@ class Worker:
                 name = signal.Signals(st["signal"]).name
             except ValueError:
                 name = str(st["signal"])
-            return f"the candidate process was killed by signal {st['signal']} ({name})"
+            why = " (its CPU time limit, sandbox.max_cpu_s)" if name == "SIGXCPU" else ""
+            return f"the candidate process was killed by signal {st['signal']} ({name}){why}"
         if st.get("exited"):
             return f"the candidate process exited with status {st.get('code')}"
         return "the candidate process closed its channel"

@@ -316,8 +316,9 @@ run_config from_node(const YAML::Node& root, const std::string& origin) {
   if (r.get_double(root, "", "rtol", tol, 0, limits::max_rtol)) c.rtol = tol;
   if (r.get_double(root, "", "atol", tol, 0, limits::max_atol)) c.atol = tol;
   if (auto sb = r.section(root, "", "sandbox"); sb) {
-    r.only_keys(sb, "sandbox", {"mode", "memory_mb", "max_processes", "max_file_mb"});
-    r.get_choice(sb, "sandbox", "mode", c.sandbox.mode, {"auto", "bwrap", "off"});
+    r.only_keys(sb, "sandbox", {"mode", "memory_mb", "max_processes", "max_file_mb", "max_cpu_s"});
+    r.get_choice(sb, "sandbox", "mode", c.sandbox.mode, {"auto", "bwrap", "rlimits", "off"});
+    r.get_double(sb, "sandbox", "max_cpu_s", c.sandbox.max_cpu_s, 0, limits::max_timeout_s);
     r.get_double(sb, "sandbox", "memory_mb", c.sandbox.memory_mb, 0, limits::max_memory_mb);
     r.get_int(sb, "sandbox", "max_processes", c.sandbox.max_processes, 1, limits::max_processes);
     r.get_double(sb, "sandbox", "max_file_mb", c.sandbox.max_file_mb, 1, limits::max_memory_mb);
@@ -516,6 +517,7 @@ std::string to_yaml(const run_config& c) {
   e << YAML::Key << "memory_mb" << YAML::Value << c.sandbox.memory_mb;
   e << YAML::Key << "max_processes" << YAML::Value << c.sandbox.max_processes;
   e << YAML::Key << "max_file_mb" << YAML::Value << c.sandbox.max_file_mb;
+  e << YAML::Key << "max_cpu_s" << YAML::Value << c.sandbox.max_cpu_s;
   e << YAML::EndMap;
   e << YAML::Key << "python" << YAML::Value << c.python;
   e << YAML::Key << "max_kernel_bytes" << YAML::Value << c.max_kernel_bytes;

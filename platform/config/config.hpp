@@ -118,6 +118,7 @@ struct sandbox_config {
   double memory_mb = 0;                  ///< memory cap of a candidate (RLIMIT_AS on the CPU platform, RLIMIT_DATA on NVIDIA); 0: half the RAM
   int max_processes = 512;               ///< RLIMIT_NPROC-like bound (processes inside the sandbox)
   double max_file_mb = 4096;             ///< RLIMIT_FSIZE
+  double max_cpu_s = 0;                  ///< RLIMIT_CPU of a candidate process; 0: twice candidate_timeout_s, at least 600 s
 };
 
 struct run_config {

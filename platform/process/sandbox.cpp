@@ -84,7 +84,11 @@ std::vector<std::string> prlimit_args(const sandbox_limits& l, bool with_nproc) 
   if (with_nproc && l.max_processes > 0) a.push_back(fmt::format("--nproc={}", l.max_processes));
   if (l.address_space_bytes > 0) a.push_back(fmt::format("--as={}", l.address_space_bytes));
   if (l.data_bytes > 0) a.push_back(fmt::format("--data={}", l.data_bytes));
-  if (l.cpu_time_s > 0) a.push_back(fmt::format("--cpu={}", static_cast<long long>(std::ceil(l.cpu_time_s))));
+  if (l.cpu_time_s > 0) {
+    // Soft limit first (SIGXCPU: a death that names its cause), the hard one (SIGKILL) 5 s later.
+    const auto soft = static_cast<long long>(std::ceil(l.cpu_time_s));
+    a.push_back(fmt::format("--cpu={}:{}", soft, soft + 5));
+  }
   a.push_back("--");
   return a;
 }
@@ -171,7 +175,7 @@ std::vector<std::string> gpu_device_nodes(const std::string& vendor) {
   return out;
 }
 
-sandbox_limits limits_from_config(const sandbox_config& cfg, const std::string& vendor) {
+sandbox_limits limits_from_config(const sandbox_config& cfg, const std::string& vendor, double default_cpu_s) {
   sandbox_limits l;
   unsigned long long cap = 0;
   if (cfg.memory_mb > 0) {
@@ -184,6 +188,7 @@ sandbox_limits limits_from_config(const sandbox_config& cfg, const std::string& 
   // address-space reservations do not count (docs/sandbox.md). ROCm: none, unmeasured so far.
   if (vendor.empty()) l.address_space_bytes = cap;
   else if (vendor == "nvidia") l.data_bytes = cap;
+  l.cpu_time_s = cfg.max_cpu_s > 0 ? cfg.max_cpu_s : default_cpu_s;
   l.max_processes = cfg.max_processes;
   l.max_file_bytes = cfg.max_file_mb > 0 ? static_cast<unsigned long long>(cfg.max_file_mb * 1024.0 * 1024.0) : 0;
   return l;

@@ -71,9 +71,10 @@ const bwrap_probe& reprobe_bwrap();
 /// /dev/dri ...); empty for "".
 std::vector<std::string> gpu_device_nodes(const std::string& vendor);
 
-/// The limits of a run's `sandbox:` section: RLIMIT_AS only on the CPU platform (vendor ""),
-/// memory_mb or half the host's RAM; processes and file size as configured.
-sandbox_limits limits_from_config(const sandbox_config& cfg, const std::string& vendor);
+/// The limits of a run's `sandbox:` section. Memory (memory_mb, else half the host's RAM): RLIMIT_AS
+/// on the CPU platform (vendor ""), RLIMIT_DATA on "nvidia", none on "rocm". CPU time: max_cpu_s,
+/// else `default_cpu_s` (0: none). Processes and file size as configured.
+sandbox_limits limits_from_config(const sandbox_config& cfg, const std::string& vendor, double default_cpu_s = 0);
 
 /// `prefix + argv`.
 std::vector<std::string> sandboxed_argv(const sandbox_plan& plan, const std::vector<std::string>& argv);

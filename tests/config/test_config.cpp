@@ -264,6 +264,8 @@ TEST(ConfigLimits, EveryNumericKeyHasAnUpperBound) {
       {"sandbox: {memory_mb: 1e12}\n", "sandbox.memory_mb"},
       {"sandbox: {max_processes: 100000000}\n", "sandbox.max_processes"},
       {"sandbox: {max_file_mb: 1e12}\n", "sandbox.max_file_mb"},
+      {"sandbox: {max_cpu_s: .inf}\n", "sandbox.max_cpu_s"},
+      {"sandbox: {max_cpu_s: -1}\n", "sandbox.max_cpu_s"},
       {"max_kernel_bytes: 100\n", "max_kernel_bytes"},
       {"max_kernel_bytes: 1000000000\n", "max_kernel_bytes"},
       {"llm: {max_tokens: 100000000}\n", "llm.max_tokens"},
@@ -365,4 +367,15 @@ TEST(ConfigLimits, SizeBoundsHaveDefaultsAndRoundTrip) {
   auto again = parse_config(to_yaml(d), "round-trip");
   EXPECT_EQ(again.max_kernel_bytes, 4096);
   EXPECT_EQ(again.llm.max_reply_bytes, 8192);
+}
+
+TEST(ConfigLimits, SandboxModesAndCpuBoundRoundTrip) {
+  auto c = parse_config("sandbox: {mode: rlimits, max_cpu_s: 120}\n", "x");  // every mode the docs name
+  EXPECT_EQ(c.sandbox.mode, "rlimits");
+  EXPECT_DOUBLE_EQ(c.sandbox.max_cpu_s, 120);
+  auto again = parse_config(to_yaml(c), "round-trip");
+  EXPECT_EQ(again.sandbox.mode, "rlimits");
+  EXPECT_DOUBLE_EQ(again.sandbox.max_cpu_s, 120);
+  EXPECT_DOUBLE_EQ(parse_config("strategy: greedy\n", "x").sandbox.max_cpu_s, 0);
+  EXPECT_THROW(parse_config("sandbox: {mode: docker}\n", "x"), user_error);
 }

@@ -191,6 +191,21 @@ TEST(Containment, MemoryCapRefusesATwentyGigabyteAllocation) {
   EXPECT_EQ(r.exit_code, 0) << r.describe();  // the run itself goes on and ends normally
 }
 
+TEST(Containment, CpuTimeLimitEndsASpinningCandidateBeforeAnyTimeout) {
+  scratch s;
+  write_replay(s, hostile(kHang));
+  // No timeout of the run comes near (the candidate's is an hour): only RLIMIT_CPU can end it.
+  auto r = run({"--strategy", config(s, "candidate_timeout_s: 3600\ntest_timeout_s: 3600\nsandbox:\n  max_cpu_s: 25\n"),
+                "--kernel-dir", kMatvec, "--run-dir", (s.dir / "runs").string()},
+               {{"KAGENT_INJECT_FAULT", ""}, {"KAGENT_PYTHON", KAGENT_PYTHON}}, s.dir.string(), 400);
+  ASSERT_TRUE(r.started) << r.describe();
+  EXPECT_FALSE(r.timed_out) << r.describe();
+  auto dirs = run_dirs(s.dir / "runs");
+  ASSERT_EQ(dirs.size(), 1u) << r.err;
+  EXPECT_FALSE(files_containing(dirs[0], "SIGXCPU) (its CPU time limit, sandbox.max_cpu_s)").empty()) << r.out << r.err;
+  EXPECT_EQ(r.exit_code, 0) << r.describe();
+}
+
 class KillDuringHang : public ::testing::TestWithParam<int> {};
 
 TEST_P(KillDuringHang, LeavesNothingBehind) {

@@ -138,7 +138,7 @@ TEST(SandboxPlan, RlimitsFallbackShape) {
   EXPECT_NE(index_of(p.prefix, "--core=0"), std::string::npos);
   EXPECT_NE(index_of(p.prefix, "--fsize=" + std::to_string(4ULL << 30)), std::string::npos);
   EXPECT_NE(index_of(p.prefix, "--as=" + std::to_string(1ULL << 30)), std::string::npos);
-  EXPECT_NE(index_of(p.prefix, "--cpu=3"), std::string::npos);
+  EXPECT_NE(index_of(p.prefix, "--cpu=3:8"), std::string::npos);
   for (const auto& a : p.prefix) EXPECT_EQ(a.rfind("--nproc", 0), std::string::npos) << a;
   EXPECT_EQ(p.prefix.back(), "--");
   auto r2 = run_process(spec(sandboxed_argv(p, {"/bin/sh", "-c", "ulimit -v; ulimit -c"})));
@@ -214,6 +214,11 @@ TEST(SandboxPlan, LimitsFromConfig) {
   c.memory_mb = 1024;
   EXPECT_EQ(limits_from_config(c, "").address_space_bytes, 1ULL << 30);
   EXPECT_EQ(limits_from_config(c, "nvidia").data_bytes, 1ULL << 30);
+  // CPU time: the configured bound, else the default the caller derives (twice candidate_timeout_s).
+  EXPECT_EQ(limits_from_config(c, "", 3600).cpu_time_s, 3600);
+  EXPECT_EQ(limits_from_config(c, "").cpu_time_s, 0);
+  c.max_cpu_s = 90;
+  EXPECT_EQ(limits_from_config(c, "", 3600).cpu_time_s, 90);
   sandbox_request r;
   r.limits = limits_from_config(c, "nvidia");
   auto p = plan_sandbox("rlimits", r);
