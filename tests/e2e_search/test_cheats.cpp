@@ -145,12 +145,13 @@ TEST(Cheats, NoCheatIsVerifiedAndTheHonestKernelsWinInTheirTrueOrder) {
   // Cheats are counted by cause in the summary.
   EXPECT_GE(o.summary["failures_by_cause"].value("integrity", 0), 6) << o.summary.dump();
   // No contamination: the starting kernel evaluated again (a duplicate of it by hash) measures what it
-  // measured first, within the interpreter's noise.
+  // measured first, within the interpreter's noise (a factor of 2.3 was seen on the 2-core CI machine
+  // while a build ran beside it; a contaminated interpreter is off by far more, or wrong).
   const auto& again = o.by_name.at("start_again.py");
   ASSERT_TRUE(again.time_ms && o.by_name.at("initial").time_ms);
   const double ratio = *again.time_ms / *o.by_name.at("initial").time_ms;
-  EXPECT_GT(ratio, 0.5);
-  EXPECT_LT(ratio, 2.0);
+  EXPECT_GT(ratio, 1.0 / 3);
+  EXPECT_LT(ratio, 3.0);
   // The best kernel's share of the physics floor is not reported on the cpu platform (no peak
   // bandwidth), and the best kernel is exactly the verified code.
   EXPECT_EQ(slurp(o.run_dir / "output" / "best_kernel.py"), o.by_name.at("honest_control.py").code);
