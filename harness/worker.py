@@ -549,10 +549,17 @@ def zygote(ctl_fd):
                 continue
             sys.stdout.flush()
             sys.stderr.flush()
+            zygote_pid = os.getpid()
             pid = os.fork()
             if pid == 0:
                 status = 1
                 try:
+                    # A worker dies with the fork server (which dies with the judge): without a
+                    # sandbox's PID namespace, an orphaned worker of a hanging candidate was seen
+                    # spinning at 90 % CPU for an hour after its test had ended.
+                    libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+                    if os.getppid() != zygote_pid:
+                        os._exit(1)
                     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
                     ctl.close()
                     scratch = req["scratch"]
