@@ -153,9 +153,6 @@ def main():
     ap.add_argument("--skip-before", action="store_true")
     ap.add_argument("--no-back-to-back", action="store_true")
     ap.add_argument("--only-cheats", action="store_true")
-    ap.add_argument("--pad-us", type=float, default=None,
-                    help="also run the judge with KAGENT_TIMING_PAD_US set (the experiment of commit 586d688; "
-                         "the worker no longer reads it, so this pass is a second plain one)")
     a = ap.parse_args()
     if a.device == "cpu":
         os.environ["TRITON_INTERPRET"] = "1"
@@ -189,11 +186,6 @@ def main():
                                                                a.warmup, a.repeat, [], a.peak_gbps, True)
     report["after_back_to_back"] = {} if a.no_back_to_back else run_judge(
         judge_mod, core, problem, a.device, a.size, cands, a.warmup, a.repeat, [], a.peak_gbps, False)[1]
-    if a.pad_us:
-        os.environ["KAGENT_TIMING_PAD_US"] = str(a.pad_us)
-        _, report["after_pad"] = run_judge(judge_mod, core, problem, a.device, a.size, cands, a.warmup, a.repeat,
-                                           [], a.peak_gbps, True)
-        os.environ.pop("KAGENT_TIMING_PAD_US", None)
     if a.bwrap:
         _, report["sandbox_steady"] = run_judge(judge_mod, core, problem, a.device, a.size, cands, a.warmup,
                                                 a.repeat, bwrap_prefix(a.bwrap), a.peak_gbps, True)
@@ -206,7 +198,7 @@ def main():
         return
     print(f"== {a.kernel_dir} on {a.device} (warmup {a.warmup}, repeat {a.repeat}) ==")
     keys = ["before"] + (["before_cold"] if "before_cold" in report else []) + ["after_steady"] + ([] if a.no_back_to_back else ["after_back_to_back"]) + \
-        (["after_pad"] if a.pad_us else []) + (["sandbox_steady"] if a.bwrap else [])
+        (["sandbox_steady"] if a.bwrap else [])
     print(f"{'candidate':16} " + " ".join(f"{k:>20}" for k in keys) + f" {'before ms':>10} {'after ms':>10} "
           f"{'do_bench':>10} {'floor %':>8}")
     for name, _ in cands:
@@ -227,7 +219,7 @@ def main():
              and report["before"].get(n, {}).get("do_bench_ms")]
     if agree:
         print(f"judge median vs do_bench: max deviation {max(agree):.2f} %, median {med(agree):.2f} %")
-    for k in ("after_pad", "sandbox_steady"):
+    for k in ("sandbox_steady",):
         dev = [abs(report[k][n]["median_ms"] / report["before"][n]["do_bench_ms"] - 1) * 100
                for n, _ in cands if k in report and report[k].get(n, {}).get("median_ms")
                and report["before"].get(n, {}).get("do_bench_ms")]

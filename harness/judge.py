@@ -553,16 +553,16 @@ class Judge:
             keep.update(descendants(self.spare.pid))
         return sorted(p for p in self.census() - before - keep if alive(p))
 
-    def reject_leftovers(self, w, state, where):
-        left = self.leftovers(w, state)
-        if left:
-            names = []
-            for p in left[:3]:
-                with contextlib.suppress(OSError):
-                    with open(f"/proc/{p}/cmdline", "rb") as f:
-                        names.append(f.read().replace(b"\0", b" ").decode(errors="replace").strip()[:60])
-            raise IntegrityError(f"the candidate left {len(left)} process(es) running after its calls ({where}): "
-                                 + "; ".join(n for n in names if n))
+    @staticmethod
+    def leftover_error(left, where):
+        """The integrity failure for processes `left` behind, naming up to three of them."""
+        names = []
+        for p in left[:3]:
+            with contextlib.suppress(OSError):
+                with open(f"/proc/{p}/cmdline", "rb") as f:
+                    names.append(f.read().replace(b"\0", b" ").decode(errors="replace").strip()[:60])
+        return IntegrityError(f"the candidate left {len(left)} process(es) running after its calls ({where}): "
+                              + "; ".join(n for n in names if n))
 
     def reap_orphans(self):
         """Ends processes re-parented to us (we are a subreaper) that are not our spare."""
@@ -689,7 +689,9 @@ class Judge:
             state["asm"] = msg.get("asm") or {}
             state["in_place"] = bool(msg.get("in_place"))
         if error is None:
-            self.reject_leftovers(w, state, "verification")
+            left = self.leftovers(w, state)
+            if left:
+                raise self.leftover_error(left, "verification")
         state["verified"] = error is None
         state["rtol"], state["atol"] = rtol, atol
         return {"passed": error is None, "error": error, "rtol": rtol, "atol": atol, "trials": len(self.sets),
@@ -791,7 +793,7 @@ class Judge:
         # Nothing the candidate left behind may run on while we look at its outputs.
         out, err = self.finish_current()
         if left:
-            raise IntegrityError(f"the candidate left {len(left)} process(es) running after its timed calls")
+            raise self.leftover_error(left, "timed calls")
         if msg.get("patched"):
             raise IntegrityError(f"patched timer ({', '.join(msg['patched'])} replaced during the candidate's run)")
         launches = [int(x) for x in msg.get("launches", [])]

@@ -140,13 +140,11 @@ class Launches:
 
 
 class Compiles:
-    """Runs Triton's compiler outside the op recorder and the poisoned allocator, and counts compiles.
-
-    Measured on the H200: a cold compile of a matvec kernel takes 0.4 s in a plain process and 4-6 s
-    under an active TorchDispatchMode, which sees every op of the compiler's own bookkeeping. The
-    compiler is Triton's, bound here before any candidate exists (the candidate's JIT functions
-    look it up when they are first called). What runs inside it is not recorded, so a compile during
-    a timed call is reported and rejected by the judge: honest kernels compile in their first call."""
+    """Runs Triton's compiler outside a dispatch-mode recorder and the poisoned allocator, and counts
+    compiles. The compiler is Triton's, bound here before any candidate exists (the candidate's JIT
+    functions look it up when they are first called). Code can run at compile time unobserved, so a
+    compile during a timed call is reported and rejected by the judge: honest kernels compile in
+    their first call."""
 
     def __init__(self, gpu):
         self.count = 0
