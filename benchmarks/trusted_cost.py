@@ -63,7 +63,7 @@ def run_before(core, problem_path, device, size, cands, warmup, repeat, tmp, col
     problem = core.Problem(problem_path, device, "bfloat16", size, 0)
     rows = {}
     for name, code in cands:
-        if "while True" in code or "1 << 40" in code:
+        if "while True" in code or "1 << 40" in code or "1 << 34" in code:
             # A hang or a device fault would stop (or poison) this in-process evaluator for good.
             rows[name] = {"wall_s": float("nan"), "passed": False, "error": "skipped in-process (hang/fault)"}
             continue
@@ -116,12 +116,14 @@ def run_judge(judge_mod, core, problem_path, device, size, cands, warmup, repeat
         row = {}
         try:
             v = jd.verify(code, key, None, None)
+            row["verify_s"] = time.perf_counter() - t0
             row["passed"] = v["passed"]
             row["verify_timings"] = v.get("timings")
             if v["passed"]:
                 b = jd.benchmark(code, key, warmup, repeat, None, None)
                 row["median_ms"] = b["candidate"]["median_ms"]
                 row["floor_pct"] = (b.get("floor_fraction") or 0) * 100
+                row["phases_s"] = b.get("phases_s")
             else:
                 row["error"] = (v.get("error") or "")[:160]
                 jd.finish_current()
@@ -135,6 +137,13 @@ def run_judge(judge_mod, core, problem_path, device, size, cands, warmup, repeat
         print("  judge", name, json.dumps(row)[:300], flush=True)
         jd.idle()
     jd.shutdown_workers()
+    # The next pass loads the problem again: free this judge's inputs, references and slots first
+    # (RMSNorm's are 3.7 GB each).
+    jd.sets = jd.refs = jd.slots = jd.problem = None
+    del jd
+    import gc
+    gc.collect()
+    core.release()
     return load_s, rows
 
 
@@ -214,6 +223,17 @@ def main():
     for k in keys:
         walls = [r["wall_s"] for r in report[k].values() if r.get("passed")]
         print(f"median per verified candidate, {k}: {med(walls):.3f} s")
+    # Where a judged candidate's time goes (medians over the verified candidates).
+    steady = [r for r in report["after_steady"].values() if r.get("passed") and r.get("phases_s")]
+    if steady:
+        parts = {"verify": [r["verify_s"] for r in steady],
+                 "verify_first_call": [r["verify_timings"]["first_call_s"] for r in steady
+                                       if (r.get("verify_timings") or {}).get("first_call_s") is not None]}
+        for k in ("take_and_load_s", "compare_s"):
+            parts["verify_" + k] = [r["verify_timings"][k] for r in steady if k in (r.get("verify_timings") or {})]
+        for k in steady[0]["phases_s"]:
+            parts[k] = [r["phases_s"][k] for r in steady if k in r["phases_s"]]
+        print("judge phases (median s): " + ", ".join(f"{k} {med(v):.3f}" for k, v in parts.items() if v))
     agree = [abs(report["after_steady"][n]["median_ms"] / report["before"][n]["do_bench_ms"] - 1) * 100
              for n, _ in cands if report["after_steady"].get(n, {}).get("median_ms")
              and report["before"].get(n, {}).get("do_bench_ms")]

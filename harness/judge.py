@@ -664,8 +664,10 @@ class Judge:
         d_rtol, d_atol = core.default_tolerance(self.dtype)
         rtol = d_rtol if rtol is None else float(rtol)
         atol = d_atol if atol is None else float(atol)
+        t_take = time.perf_counter()
         w, state = self.candidate(code, key)
-        timings = {"import_s": state.get("import_s")}
+        timings = {"import_s": state.get("import_s"), "take_and_load_s": time.perf_counter() - t_take,
+                   "compare_s": 0.0}
         # Set 0 twice (the first call compiles), then every other set; each output is compared here.
         plan = [0] + list(range(len(self.sets)))
         error = None
@@ -682,7 +684,9 @@ class Judge:
                 error = call["error"]
                 break
             core.synchronize(self.device)
+            t_cmp = time.perf_counter()
             err = self.check_group(w, 0, self.refs[j], rtol, atol)
+            timings["compare_s"] += time.perf_counter() - t_cmp
             if err:
                 error = err if j == 0 else f"trial {j} (seed {self.seeds[j]}): {err}"
                 break
@@ -783,15 +787,17 @@ class Judge:
                 raise core.CandidateError(f"verification failed before the benchmark: {res['error']}")
         if self.spare is not None:
             self.spare.pause()
-        try:
-            with core.working_directory(self.scratch_root):
-                m = self.timed(w, state, warmup, repeat)
-        finally:
-            pass
+        phases = {}
+        t_phase = time.perf_counter()
+        with core.working_directory(self.scratch_root):
+            m = self.timed(w, state, warmup, repeat)
+        phases["timed_loop_s"] = time.perf_counter() - t_phase
         msg = m["msg"]
+        t_phase = time.perf_counter()
         left = self.leftovers(w, state)
         # Nothing the candidate left behind may run on while we look at its outputs.
         out, err = self.finish_current()
+        phases["census_and_discard_s"] = time.perf_counter() - t_phase
         if left:
             raise self.leftover_error(left, "timed calls")
         if msg.get("patched"):
@@ -807,6 +813,7 @@ class Judge:
             extra = int(msg["threads"]) - int(prep.get("threads", 0))
             raise IntegrityError(f"the candidate left {extra} thread(s) running after its calls")
         rtol, atol = state.get("rtol", rtol), state.get("atol", atol)
+        t_phase = time.perf_counter()
         for i in m["keep"]:
             j = i % len(self.sets)
             inputs = self.stamped(j, m["stamps"][warmup + i])
@@ -820,6 +827,7 @@ class Judge:
                 raise IntegrityError(f"output of a timed call differs from the reference for its inputs "
                                      f"(call {i}, input set {j}): {err_txt}")
             del inputs, ref
+        phases["sample_checks_s"] = time.perf_counter() - t_phase
         stats = core.stats(m["times"])
         calib = self.calib
         excess, allowed = wall_bound_excess(m["wall_ms"], repeat, calib["per_call_ms"], m["times"], self.gpu)
@@ -832,7 +840,8 @@ class Judge:
         result = {"method": "cuda_event" if self.gpu else "perf_counter", "warmup": warmup, "repeat": repeat,
                   "input_sets": len(self.sets), "flush_bytes": self.flush_bytes, "timings": {},
                   "candidate": stats, "wall_ms": m["wall_ms"], "sampled_calls": m["keep"],
-                  "calibration_ms_per_call": calib["per_call_ms"], "bytes": self.input_bytes + self.output_bytes}
+                  "calibration_ms_per_call": calib["per_call_ms"], "bytes": self.input_bytes + self.output_bytes,
+                  "phases_s": phases}
         if floor is not None:
             result["floor_ms"] = floor
             result["floor_fraction"] = floor / stats["median_ms"] if stats["median_ms"] > 0 else None
