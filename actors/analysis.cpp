@@ -113,6 +113,12 @@ caf::behavior parent_analysis_actor(caf::event_based_actor* self, context_ptr ct
             return st->rp;
           }
         }
+        if (ctx->cfg.profile == "never") {
+          // `profile: never`: the directions come from the code alone, as on a platform without a
+          // profiler.
+          ask_llm(nlohmann::json::array());
+          return st->rp;
+        }
         profile p;
         p.candidate_id = a.parent_id;
         p.code = a.code;

@@ -240,14 +240,16 @@ caf::behavior candidate_actor(caf::event_based_actor* self, context_ptr ctx, can
   auto ask = std::make_shared<std::function<void(const std::string&, const std::string&)>>();
   auto on_code = std::make_shared<std::function<void()>>();
   auto reflect = std::make_shared<std::function<void()>>();
+  auto after_benchmark = std::make_shared<std::function<void(const std::string&)>>();
 
   // The steps refer to each other (refinement loops back to the LLM): a reference cycle that also
   // holds actor handles. Break it when the actor terminates, or the evaluator's detached thread
   // would wait forever for its last reference to go.
-  self->attach_functor([ask, on_code, reflect](const caf::error&) {
+  self->attach_functor([ask, on_code, reflect, after_benchmark](const caf::error&) {
     *ask = nullptr;
     *on_code = nullptr;
     *reflect = nullptr;
+    *after_benchmark = nullptr;
   });
 
   auto llm_request = [=](const std::string& purpose, const std::vector<chat_message>& messages, int max_tokens,
@@ -363,42 +365,64 @@ caf::behavior candidate_actor(caf::event_based_actor* self, context_ptr ctx, can
                               (st->spec.parent_time_ms - be.time_ms) / st->spec.parent_time_ms * 100.0;
                           st->attempt["is_improvement"] = be.time_ms < st->spec.parent_time_ms;
                         }
-                        if (st->spec.synthetic) {
-                          // Synthetic session: no profiler call at all on this device (SPEC §14 A.23).
-                          return (*reflect)();
-                        }
-                        profile p;
-                        p.candidate_id = st->spec.id;
-                        p.code = st->code;
-                        p.label = "sol";
-                        p.work_dir = st->spec.work_dir;
-                        p.profile_id = st->spec.id + "_sol";
-                        self->request(profiler, caf::infinite, p)
-                            .then(
-                                [=](const profile_result& pr) {
-                                  st->result.device_s += pr.wall_s;
-                                  if (pr.available && pr.ok) {
-                                    nlohmann::json prof = profile_to_json(pr);
-                                    st->result.profile_json = prof.dump();
-                                    write("sol_profile.json", prof.dump(2));
-                                    const auto& rl = prof["roofline"];
-                                    if (rl.is_object()) {
-                                      for (const char* k : {"compute_sol_pct", "memory_sol_pct"})
-                                        if (rl.contains(k)) st->attempt[k] = rl[k];
-                                      if (rl.contains("efficiency_pct")) st->attempt["combined_sol_pct"] = rl["efficiency_pct"];
-                                    }
-                                  } else if (pr.available) {
-                                    // A failed SOL profile never fails the candidate (SPEC §1.6); the
-                                    // profiler reported it to the manager already.
-                                    write("sol_profile_error.txt", pr.invocation + ": " + pr.error + "\n" + pr.output_tail);
-                                  }
-                                  (*reflect)();
-                                },
-                                [=](caf::error&) { (*reflect)(); });
+                        (*after_benchmark)(be.code_hash);
                       },
                       [=](caf::error& err) { finish(false, "crash", "evaluator unavailable: " + to_string(err)); });
             },
             [=](caf::error& err) { finish(false, "crash", "evaluator unavailable: " + to_string(err)); });
+  };
+
+  // The roofline numbers of a profile go into the attempt (and so into the reflexion prompt).
+  auto take_roofline = [=](const nlohmann::json& prof) {
+    if (!prof.is_object() || !prof.contains("roofline") || !prof["roofline"].is_object()) return;
+    const auto& rl = prof["roofline"];
+    for (const char* k : {"compute_sol_pct", "memory_sol_pct"})
+      if (rl.contains(k)) st->attempt[k] = rl[k];
+    if (rl.contains("efficiency_pct")) st->attempt["combined_sol_pct"] = rl["efficiency_pct"];
+  };
+
+  // After the benchmark: a duplicate is recognised before any profile is taken (the manager knows
+  // every verified program and every candidate that asked before); a new kernel gets its SOL profile
+  // only under `profile: every`. Otherwise the search profiles it when it expands it as a parent.
+  *after_benchmark = [=](const std::string& code_hash) {
+    // Synthetic session: no profiler call at all on this device (SPEC §14 A.23).
+    if (st->spec.synthetic) return (*reflect)();
+    auto profile_it = [=]() {
+      if (ctx->cfg.profile != "every") return (*reflect)();
+      profile p;
+      p.candidate_id = st->spec.id;
+      p.code = st->code;
+      p.label = "sol";
+      p.work_dir = st->spec.work_dir;
+      p.profile_id = st->spec.id + "_sol";
+      self->request(profiler, caf::infinite, p)
+          .then(
+              [=](const profile_result& pr) {
+                st->result.device_s += pr.wall_s;
+                if (pr.available && pr.ok) {
+                  nlohmann::json prof = profile_to_json(pr);
+                  st->result.profile_json = prof.dump();
+                  write("sol_profile.json", prof.dump(2));
+                  take_roofline(prof);
+                } else if (pr.available) {
+                  // A failed SOL profile never fails the candidate (SPEC §1.6); the profiler
+                  // reported it to the manager already.
+                  write("sol_profile_error.txt", pr.invocation + ": " + pr.error + "\n" + pr.output_tail);
+                }
+                (*reflect)();
+              },
+              [=](caf::error&) { (*reflect)(); });
+    };
+    if (code_hash.empty()) return profile_it();
+    self->request(worker, caf::infinite, dedup_query{st->spec.id, code_hash})
+        .then(
+            [=](const dedup_answer& d) {
+              if (d.duplicate_of.empty()) return profile_it();
+              st->result.duplicate_of = d.duplicate_of;
+              if (!d.profile_json.empty()) take_roofline(nlohmann::json::parse(d.profile_json, nullptr, false));
+              (*reflect)();
+            },
+            [=](caf::error&) { profile_it(); });
   };
 
   // Reflexion (SPEC §8.4): what the attempt taught; a failed or unparsable reply falls back to a
@@ -541,6 +565,10 @@ caf::behavior gpu_worker_actor(caf::event_based_actor* self, context_ptr ctx, in
       [=](const profile& p) {
         // Baseline profiles for the manager's cache run on this device's profiler, in its queue.
         return self->delegate(st->profiler, p);
+      },
+      [=](const dedup_query& q) {
+        // From one of our candidates: only the manager knows every program of the run.
+        return self->delegate(manager, q);
       },
       [=](mode_atom, const std::string& mode) {
         // From the manager (supervision): this device's session switches mode for the rest of the run.

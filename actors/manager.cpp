@@ -49,6 +49,7 @@ struct manager_state {
   std::map<std::string, nlohmann::json> analysis;     ///< parent id -> baseline analysis
   std::set<std::string> analyzing;
   std::map<std::string, std::string> profiles;        ///< program id -> its SOL profile JSON
+  std::map<std::string, std::string> claims;          ///< code hash -> the in-flight candidate that asked first
   std::set<std::string> expanded;                     ///< async: parent|direction|model|sample
   std::set<std::string> diverged;                     ///< verified, but too slow to become a parent
   std::vector<program_entry> round_results;
@@ -250,41 +251,59 @@ caf::behavior manager_actor(caf::event_based_actor* self, context_ptr ctx, caf::
   // The final profile of the best kernel (SPEC §1.3 step 5, §14 A.27): when its own SOL profile is
   // missing, profile it once more before the end, on a device that still profiles. On NVIDIA this
   // happens even if that SOL profile failed; a ROCm device in synthetic mode never profiles again.
-  auto finish = [=](bool success, const std::string& error) {
-    if (st->finished) return;
-    auto best = fastest_verified();
+  // One profile of a kept kernel on the first device that still profiles (a ROCm device in synthetic
+  // mode never profiles again; `profile: never` never profiles), stored as the kernel's profile.
+  // Returns false when none is taken; otherwise `then` gets the profile (null when it failed).
+  auto profile_kernel = [=](const program_entry& k, const std::string& label, const std::string& why,
+                            std::function<void(const nlohmann::json&)> then) {
     const std::string pp = ctx->cfg.platform.profiler;
-    const bool wants = success && best && best->id != "initial" && (pp == "nvidia" || pp == "rocm") &&
-                       !st->profiles.count(best->id) && st->inflight.empty();
-    int k = -1;
-    for (size_t i = 0; wants && i < st->workers.size(); ++i)
+    if (ctx->cfg.profile == "never" || (pp != "nvidia" && pp != "rocm")) return false;
+    int w = -1;
+    for (size_t i = 0; i < st->workers.size(); ++i)
       if (!st->workers[i].synthetic) {
-        k = static_cast<int>(i);
+        w = static_cast<int>(i);
         break;
       }
-    if (!wants || k < 0 || st->final_profile_requested) return finish_now(success, error);
-    st->final_profile_requested = true;
+    if (w < 0) return false;
     profile p;
-    p.candidate_id = best->id;
-    p.code = best->code;
-    p.label = "final";
-    p.work_dir = (run_path / "candidates" / best->id).string();
-    p.profile_id = best->id + "_final";
-    emit("note", {{"what", "final profile of the best kernel"}, {"program_id", best->id}});
-    const auto id = best->id;
-    self->request(st->workers[static_cast<size_t>(k)].actor,
+    p.candidate_id = k.id;
+    p.code = k.code;
+    p.label = label;
+    p.work_dir = (run_path / "candidates" / k.id).string();
+    p.profile_id = k.id + "_" + label;
+    emit("note", {{"what", why}, {"program_id", k.id}});
+    const auto id = k.id;
+    self->request(st->workers[static_cast<size_t>(w)].actor,
                   std::chrono::milliseconds(static_cast<long>(ctx->cfg.candidate_timeout_s * 1000)), p)
         .then(
             [=](const profile_result& pr) {
               st->device_s += pr.wall_s;
+              nlohmann::json prof = nullptr;
               if (pr.available && pr.ok) {
-                nlohmann::json prof = profile_to_json(pr);
+                prof = profile_to_json(pr);
                 st->profiles[id] = prof.dump();
                 st->db->set_state(std::string{store::state_key::profile_prefix} + id, prof.dump());
               }
-              finish_now(success, error);
+              then(prof);
             },
-            [=](caf::error&) { finish_now(success, error); });
+            [=](caf::error&) { then(nullptr); });
+    return true;
+  };
+
+  // The final profile of the best kernel (SPEC §1.3 step 5, §14 A.27): when it has no profile yet
+  // (none was taken, or its SOL profile failed), profile it once more before the end.
+  auto finish = [=](bool success, const std::string& error) {
+    if (st->finished) return;
+    auto best = fastest_verified();
+    const bool wants = success && best && best->id != "initial" && !st->profiles.count(best->id) &&
+                       st->inflight.empty() && !st->final_profile_requested;
+    if (wants) {
+      st->final_profile_requested = true;
+      if (profile_kernel(*best, "final", "final profile of the best kernel",
+                         [=](const nlohmann::json&) { finish_now(success, error); }))
+        return;
+    }
+    finish_now(success, error);
   };
 
   // ---- planning and dispatch -------------------------------------------------------------------
@@ -328,6 +347,26 @@ caf::behavior manager_actor(caf::event_based_actor* self, context_ptr ctx, caf::
     st->queue.push_back(spec);
   };
 
+  // Roofline stop (SPEC §6.1, §14 A.29-A.30): only a new best at its roofline, and only when the
+  // analyzer's config says early_stop. `prof` is the new best's profile (its SOL profile, or under
+  // `profile: parents` the one taken when its round ended or when it was expanded).
+  auto roofline_stop = [=](const nlohmann::json& prof, const std::string& id) {
+    if (!st->stop_rule || st->stop_requested || !prof.is_object() || !prof.contains("roofline") ||
+        !prof["roofline"].is_object())
+      return;
+    try {
+      roofline_result rr = prof["roofline"].get<roofline_result>();
+      auto d = st->stop_rule->should_stop(rr);
+      if (d.stop && st->stop_rule->config().early_stop && rr.at_roofline) {
+        st->stop_requested = true;
+        st->stop_reason = d.reason;
+        emit("note", {{"what", "roofline stop"}, {"candidate_id", id}, {"reason", d.reason}});
+      }
+    } catch (const std::exception& e) {
+      emit("error", {{"what", "roofline of the new best could not be read"}, {"reason", e.what()}});
+    }
+  };
+
   auto request_analysis = [=](const candidate_spec& spec) {
     const std::string pid = spec.parent_id;
     st->analyzing.insert(pid);
@@ -353,8 +392,11 @@ caf::behavior manager_actor(caf::event_based_actor* self, context_ptr ctx, caf::
               st->analyzing.erase(pid);
               st->device_s += pa.device_s;
               // The parent's baseline profile is its profile: the final-profile step reuses it.
-              if (j.contains("profile") && j["profile"].is_object() && !st->profiles.count(pid))
+              if (j.contains("profile") && j["profile"].is_object() && !st->profiles.count(pid)) {
                 st->profiles[pid] = j["profile"].dump();
+                // Under `profile: parents` this may be the first profile of the best kernel.
+                if (auto best = fastest_verified(); best && best->id == pid) roofline_stop(j["profile"], pid);
+              }
               st->db->set_state(std::string{store::state_key::analysis_prefix} + pid, j.dump());
               emit("analysis", {{"parent_id", pid}, {"source", j.value("source", "none")},
                                 {"directions", j.contains("bottlenecks") ? j["bottlenecks"].size() : 0},
@@ -456,9 +498,26 @@ caf::behavior manager_actor(caf::event_based_actor* self, context_ptr ctx, caf::
     emit("round_end", {{"round", st->round},
                        {"best_ms", best ? num_or_null(best->time_ms) : nlohmann::json(nullptr)},
                        {"best_program_id", best ? best->id : ""}});
-    if (st->stop_requested) return finish(true, "");
-    if (st->strategy->should_terminate(st->round, ctx->cfg.max_rounds)) return finish(true, "");
-    (*start_round)(st->round + 1);
+    auto go_on = [=]() {
+      if (st->stop_requested) return finish(true, "");
+      if (st->strategy->should_terminate(st->round, ctx->cfg.max_rounds)) return finish(true, "");
+      (*start_round)(st->round + 1);
+    };
+    // `profile: parents`: a new best has no profile yet. Where an early stop may follow from its
+    // roofline, it is profiled now, before the next round spends anything (the next round's analysis
+    // reuses this profile, so it costs no extra profile).
+    if (ctx->cfg.profile == "parents" && st->stop_rule && st->stop_rule->config().early_stop && best &&
+        best->id != "initial" && !st->profiles.count(best->id) && !st->stop_requested &&
+        !st->strategy->should_terminate(st->round, ctx->cfg.max_rounds)) {
+      const auto id = best->id;
+      if (profile_kernel(*best, "sol", "profile of the new best (a roofline stop may follow)",
+                         [=](const nlohmann::json& prof) {
+                           roofline_stop(prof, id);
+                           go_on();
+                         }))
+        return;
+    }
+    go_on();
   };
 
   *start_round = [=](int r) {
@@ -503,6 +562,16 @@ caf::behavior manager_actor(caf::event_based_actor* self, context_ptr ctx, caf::
            p.failure_cause.value_or("") == store::failure_cause::duplicate;
   };
 
+  // The program this compiled code duplicates: a verified one, or an in-flight candidate that asked
+  // first (dedup_query, before its profile). "" when the code is new.
+  auto duplicate_of = [=](const std::string& hash, const std::string& id) -> std::string {
+    if (hash.empty()) return "";
+    auto dup = st->db->find_by_code_hash(hash, std::string{store::program_status::verified});
+    if (dup && dup->id != id) return dup->id;
+    if (auto c = st->claims.find(hash); c != st->claims.end() && c->second != id) return c->second;
+    return "";
+  };
+
   *on_result = [=](const candidate_result& res) {
     auto it = st->inflight.find(res.candidate_id);
     if (it == st->inflight.end()) return;  // already recorded (its worker went down first)
@@ -520,13 +589,13 @@ caf::behavior manager_actor(caf::event_based_actor* self, context_ptr ctx, caf::
     bool ok = res.ok;
     std::string cause = res.failure_cause, error = res.error;
     if (ok) {
-      auto dup = st->db->find_by_code_hash(res.code_hash, std::string{store::program_status::verified});
-      if (dup && dup->id != res.candidate_id) {
+      if (auto dup = duplicate_of(res.code_hash, res.candidate_id); !dup.empty()) {
         ok = false;
         cause = store::failure_cause::duplicate;
-        error = "same compiled code as " + dup->id;
+        error = "same compiled code as " + dup;
       }
     }
+    std::erase_if(st->claims, [&](const auto& c) { return c.second == res.candidate_id; });
     u.code_hash = res.code_hash.empty() ? store::sha256_hex(res.code) : res.code_hash;
     auto best_before = st->strategy->best();
     for (const auto& r : st->round_results)
@@ -590,21 +659,7 @@ caf::behavior manager_actor(caf::event_based_actor* self, context_ptr ctx, caf::
         st->db->insert_reflexion(r);
       }
     }
-    // Roofline stop (SPEC §6.1, §14 A.29-A.30): only a new best at its roofline, and only when the
-    // analyzer's config says early_stop.
-    if (new_best && st->stop_rule && prof.is_object() && prof.contains("roofline") && prof["roofline"].is_object()) {
-      try {
-        roofline_result rr = prof["roofline"].get<roofline_result>();
-        auto d = st->stop_rule->should_stop(rr);
-        if (d.stop && st->stop_rule->config().early_stop && rr.at_roofline) {
-          st->stop_requested = true;
-          st->stop_reason = d.reason;
-          emit("note", {{"what", "roofline stop"}, {"candidate_id", res.candidate_id}, {"reason", d.reason}});
-        }
-      } catch (const std::exception& e) {
-        emit("error", {{"what", "roofline of the new best could not be read"}, {"reason", e.what()}});
-      }
-    }
+    if (new_best) roofline_stop(prof, res.candidate_id);
     double best_ms = best_before ? best_before->time_ms : -1;
     if (new_best) best_ms = res.time_ms;
     emit("candidate_result", {{"candidate_id", res.candidate_id}, {"parent_id", res.parent_id},
@@ -877,6 +932,17 @@ caf::behavior manager_actor(caf::event_based_actor* self, context_ptr ctx, caf::
           emit("mode_change", change);
           save_modes();
         }
+      },
+      [=](const dedup_query& q) {
+        // A candidate is about to be profiled: a duplicate is recognised first, and a new hash is
+        // claimed, so that an identical sibling finishing later is the duplicate.
+        dedup_answer a;
+        a.duplicate_of = duplicate_of(q.code_hash, q.candidate_id);
+        if (a.duplicate_of.empty() && !q.code_hash.empty())
+          st->claims.emplace(q.code_hash, q.candidate_id);
+        else if (auto it = st->profiles.find(a.duplicate_of); it != st->profiles.end())
+          a.profile_json = it->second;
+        return a;
       },
       [=](usage_atom, const std::string& json) {
         auto j = nlohmann::json::parse(json);

@@ -26,6 +26,8 @@ void register_messages(caf::actor_system_config& cfg) {
   cfg.add_message_type<candidate_result>("kagent::candidate_result");
   cfg.add_message_type<run_event>("kagent::run_event");
   cfg.add_message_type<analyze_parent>("kagent::analyze_parent");
+  cfg.add_message_type<dedup_query>("kagent::dedup_query");
+  cfg.add_message_type<dedup_answer>("kagent::dedup_answer");
   cfg.add_message_type<parent_analysis>("kagent::parent_analysis");
   cfg.add_error_category(caf::atom("kagent"), [](uint8_t code, caf::atom_value, const caf::message& ctx) {
     return "kagent::" + to_string(static_cast<errc>(code)) + (ctx.empty() ? "" : caf::deep_to_string(ctx));

@@ -169,6 +169,19 @@ struct candidate_result {
   double device_s = 0;          ///< time this candidate held the device (verify, benchmark, profile)
   double llm_s = 0;             ///< time spent waiting for LLM replies
   double floor_pct = not_measured;  ///< achieved fraction of the physics floor, in %
+  std::string duplicate_of;     ///< the manager said so before the profile (dedup_query)
+};
+/// From a candidate (through its gpu worker) to the manager, after the benchmark and before any
+/// profile: is this compiled code already known? The manager answers from the verified programs and
+/// from the candidates that asked before (in flight), and claims the hash for `candidate_id` when it
+/// is new, so two identical candidates of one round are never both profiled.
+struct dedup_query {
+  std::string candidate_id;
+  std::string code_hash;
+};
+struct dedup_answer {
+  std::string duplicate_of;  ///< "" when the code is new
+  std::string profile_json;  ///< the original's profile {"metrics","roofline"} when one exists
 };
 /// A parent's analysis for the manager's baseline cache: one profile, one bottleneck analysis asking
 /// for `num_bottlenecks` directions, shared by every candidate that expands the parent.
@@ -245,7 +258,15 @@ template <class I>
 typename I::result_type inspect(I& f, candidate_result& x) {
   return f(caf::meta::type_name("candidate_result"), x.candidate_id, x.parent_id, x.round, x.gpu_id, x.ok, x.code,
            x.time_ms, x.error, x.failure_cause, x.code_hash, x.bottleneck, x.model, x.attempt_json,
-           x.reflexion_json, x.profile_json, x.device_s, x.llm_s, x.floor_pct);
+           x.reflexion_json, x.profile_json, x.device_s, x.llm_s, x.floor_pct, x.duplicate_of);
+}
+template <class I>
+typename I::result_type inspect(I& f, dedup_query& x) {
+  return f(caf::meta::type_name("dedup_query"), x.candidate_id, x.code_hash);
+}
+template <class I>
+typename I::result_type inspect(I& f, dedup_answer& x) {
+  return f(caf::meta::type_name("dedup_answer"), x.duplicate_of, x.profile_json);
 }
 template <class I>
 typename I::result_type inspect(I& f, analyze_parent& x) {

@@ -162,7 +162,7 @@ const std::vector<std::string> k_top_keys{
     "strategy", "num_workers", "max_rounds", "strategy_config", "openai_model", "high_reasoning_effort",
     "bottleneck_override", "platform", "gpu_ids", "gpu_name", "ncu_bin_path", "benchmark_warmup",
     "benchmark_repeat", "divergence_threshold", "target_platform", "roofline_config", "use_rag", "templates",
-    "platform_kwargs", "test_timeout_s", "benchmark_timeout_s", "candidate_timeout_s", "profile_budget_s",
+    "platform_kwargs", "test_timeout_s", "benchmark_timeout_s", "candidate_timeout_s", "profile_budget_s", "profile",
     "isolation", "max_refine_attempts", "secret_env_patterns", "llm", "python", "user_test",
     "user_test_timeout_s", "dtype", "rtol", "atol", "sandbox", "max_kernel_bytes"};
 
@@ -306,6 +306,7 @@ run_config from_node(const YAML::Node& root, const std::string& origin) {
   r.get_double(root, "", "benchmark_timeout_s", c.benchmark_timeout_s, 1, limits::max_timeout_s);
   r.get_double(root, "", "candidate_timeout_s", c.candidate_timeout_s, 1, limits::max_timeout_s);
   r.get_double(root, "", "profile_budget_s", c.profile_budget_s, 0, limits::max_timeout_s);
+  r.get_choice(root, "", "profile", c.profile, {"parents", "every", "never"});
   r.get_choice(root, "", "isolation", c.isolation, {"warm", "process"});
   r.get_int(root, "", "max_refine_attempts", c.max_refine_attempts, 0, limits::max_refine_attempts);
   read_string_list(r, root, "", "secret_env_patterns", c.secret_env_patterns);
@@ -503,6 +504,7 @@ std::string to_yaml(const run_config& c) {
   e << YAML::Key << "benchmark_timeout_s" << YAML::Value << c.benchmark_timeout_s;
   e << YAML::Key << "candidate_timeout_s" << YAML::Value << c.candidate_timeout_s;
   if (c.profile_budget_s > 0) e << YAML::Key << "profile_budget_s" << YAML::Value << c.profile_budget_s;
+  e << YAML::Key << "profile" << YAML::Value << c.profile;
   e << YAML::Key << "isolation" << YAML::Value << c.isolation;
   e << YAML::Key << "max_refine_attempts" << YAML::Value << c.max_refine_attempts;
   if (!c.secret_env_patterns.empty())

@@ -146,6 +146,11 @@ struct run_config {
   double benchmark_timeout_s = 300;
   double candidate_timeout_s = 1800;
   double profile_budget_s = 0;           ///< 0: derived from candidate_timeout_s
+  /// Which kernels get a profile (ncu / rocprofv3): "parents" (a kernel when the search expands it,
+  /// and the new best at the end of a round where an early stop may follow from it), "every" (also
+  /// each verified candidate, before its reflexion) or "never" (no profiler call; the analysis runs
+  /// on the synthetic diagnosis). The final profile of the best is taken in every mode but "never".
+  std::string profile = "parents";
   std::string isolation = "warm";        ///< "warm" (one evaluator per GPU) or "process"
   int max_refine_attempts = 3;
   std::vector<std::string> secret_env_patterns;  ///< empty: default_secret_patterns()

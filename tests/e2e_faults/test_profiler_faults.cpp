@@ -67,6 +67,8 @@ std::string config_for(const scratch& s, const std::string& vendor) {
                   "gpu_name: " + std::string(vendor == "rocm" ? "AMD Instinct MI300X" : "NVIDIA H200") + "\n" +
                   "target_platform: " + (vendor == "rocm" ? "rocm" : "cuda") + "\n" +
                   "benchmark_warmup: 2\nbenchmark_repeat: 5\ncandidate_timeout_s: 300\nprofile_budget_s: 8\n"
+                  // Every verified candidate is profiled: the mid-run faults hit a SOL profile.
+                  "profile: every\n"
                   "platform_kwargs:\n  " + (vendor == "rocm" ? "rocprof_bin_path: " + kFakes + "/rocprofv3"
                                                               : "ncu_bin_path: " + kFakes + "/ncu") + "\n" +
                   "llm:\n  provider: replay\n  replay_dir: " + (s.dir / "replay").string() + "\n" +
@@ -236,7 +238,7 @@ TEST(ProfilerFaultTwoDevices, OnlyTheFailingDeviceTurnsSyntheticTheOtherKeepsPro
                         "strategy_config:\n  num_top_kernels: 2\n  num_bottlenecks: 2\n"
                         "platform:\n  default: cpu\n  profiler: rocm\n  roofline_analyzer: rocm\n"
                         "gpu_name: AMD Instinct MI300X\ntarget_platform: rocm\n"
-                        "benchmark_warmup: 2\nbenchmark_repeat: 5\nprofile_budget_s: 8\n"
+                        "benchmark_warmup: 2\nbenchmark_repeat: 5\nprofile_budget_s: 8\nprofile: every\n"
                         "platform_kwargs:\n  rocprof_bin_path: " + kFakes + "/rocprofv3\n"
                         "llm:\n  provider: replay\n  replay_dir: " + kMatvec + "/replay\n";
   const auto cfg = s.write("cfg/two.yaml", y);
