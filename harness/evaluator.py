@@ -25,6 +25,10 @@ import time
 import traceback
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+# torch.compile of the reference (the compile timing) runs in this process. With its default pool of
+# compile subprocesses, compiler processes (gcc, collect2) could appear under the judge later, while a
+# candidate runs, and be counted as processes that candidate left behind: compile in-process instead.
+os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
 import harness_core as core  # noqa: E402
 import judge as judge_mod  # noqa: E402
 

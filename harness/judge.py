@@ -551,7 +551,13 @@ class Judge:
         if self.spare is not None and self.spare.pid > 0:
             keep.add(self.spare.pid)
             keep.update(descendants(self.spare.pid))
-        return sorted(p for p in self.census() - before - keep if alive(p))
+        left = [p for p in self.census() - before - keep if alive(p)]
+        if left:
+            # A process that ends on its own a moment later (a compiler finishing) was not left
+            # running; a daemon that waits is still there after the grace.
+            time.sleep(0.5)
+            left = [p for p in left if alive(p)]
+        return sorted(left)
 
     @staticmethod
     def leftover_error(left, where):

@@ -4,6 +4,7 @@
 #   run_trusted.sh OUT smoke   small shapes: the judge, the sandbox and the cheat corpus on CUDA
 #   run_trusted.sh OUT cost    full shapes: per-candidate cost before/after/sandboxed, both examples
 #   run_trusted.sh OUT run     a full kagent-actors NVIDIA run on matvec (real ncu), sandboxed
+#   run_trusted.sh OUT run_every  the same with profile: every (each verified candidate profiled)
 set -u
 out=${1:?out}; what=${2:?what}
 root=$(pwd)
@@ -24,22 +25,24 @@ cost)
   echo "rc=$?" >> "$out/cost_matvec.txt" ;;
 cost2)
   timeout 200 python3 benchmarks/trusted_cost.py --kernel-dir examples/optimize_02_rmsnorm \
-    --candidates benchmarks/h200/replay_rmsnorm --bwrap "$bw" --peak-gbps 4800 \
+    --candidates benchmarks/h200/replay_rmsnorm --peak-gbps 4800 \
     --warmup 10 --repeat 50 --no-back-to-back --json "$out/cost_rmsnorm.json" > "$out/cost_rmsnorm.txt" 2>&1
   echo "rc=$?" >> "$out/cost_rmsnorm.txt" ;;
-run|short)
+run|short|run_every)
   cfg=benchmarks/h200/nvidia_matvec.yaml
   [ "$what" = short ] && cfg=benchmarks/h200/nvidia_matvec_short.yaml
+  [ "$what" = run_every ] && cfg=benchmarks/h200/nvidia_matvec_every.yaml
   ( sleep 30; for p in $(pgrep -f "worker.py --zygote"); do echo "zygote $p"; grep -E "address space|data size|processes" /proc/$p/limits; done ) > "$out/limits.txt" 2>&1 &
   export LD_LIBRARY_PATH=$root/.device/lib KAGENT_HOME=$root KAGENT_PYTHON=python3 KAGENT_BWRAP=$bw
   t0=$(date +%s.%N)
   timeout 250 "$root/.device/kagent-actors" --strategy $cfg \
-    --kernel-dir examples/optimize_01_matvec --run-dir "$out/runs" > "$out/run.log" 2>&1
-  echo "rc=$? wall_s=$(python3 -c "print(round($(date +%s.%N) - $t0, 1))")" >> "$out/run.log"
+    --kernel-dir examples/optimize_01_matvec --run-dir "$out/runs" > "$out/run_$what.log" 2>&1
+  echo "rc=$? wall_s=$(python3 -c "print(round($(date +%s.%N) - $t0, 1))")" >> "$out/run_$what.log"
   d=$(ls -d "$out"/runs/*/ | head -1)
-  cp "$d/summary.json" "$out/" 2>/dev/null
-  sqlite3 "$d/program.db" 'select id, status, time_ms, failure_cause, floor_pct, substr(error,1,120) from programs' > "$out/programs.txt" 2>&1 \
-    || python3 -c "import sqlite3,sys; [print(r) for r in sqlite3.connect(sys.argv[1]).execute('select id, status, time_ms, failure_cause, floor_pct, substr(error,1,120) from programs')]" "$d/program.db" > "$out/programs.txt" 2>&1
+  cp "$d/summary.json" "$out/summary_$what.json" 2>/dev/null
+  find "$d" -name invocations.jsonl | while read -r f; do echo "$f $(python3 -c "import json,sys; print(sum(json.loads(l).get('wall_s',0) for l in open(sys.argv[1]) if l.strip()))" "$f")"; done > "$out/profiles_$what.txt" 2>&1
+  sqlite3 "$d/program.db" 'select id, status, time_ms, failure_cause, floor_pct, substr(error,1,120) from programs' > "$out/programs_$what.txt" 2>&1 \
+    || python3 -c "import sqlite3,sys; [print(r) for r in sqlite3.connect(sys.argv[1]).execute('select id, status, time_ms, failure_cause, floor_pct, substr(error,1,120) from programs')]" "$d/program.db" > "$out/programs_$what.txt" 2>&1
   tail -c 3000 "$d"/workers/gpu0/server.log > "$out/server_log_tail.txt" 2>/dev/null
   rm -rf "$out/runs" ;;
 esac

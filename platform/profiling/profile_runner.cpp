@@ -46,6 +46,16 @@ std::optional<double> next_command_timeout(double share_s, double budget_s, doub
   return std::min(share_s, left);
 }
 
+double fair_command_timeout(double left_s, int commands_after, double slowest_s, double cap_s) {
+  if (left_s <= 0) return 0;
+  const int k = std::max(0, commands_after);
+  const double even = left_s / static_cast<double>(k + 1);
+  const double reserve = slowest_s > 0 ? 2.0 * slowest_s + 1.0 : even / 2.0;
+  double t = std::max(even, left_s - static_cast<double>(k) * reserve);
+  if (cap_s > 0) t = std::min(t, cap_s);
+  return t;
+}
+
 std::optional<std::string> derive_kernel_name(const std::string& code) {
   // A decorator line "@triton.jit", "@triton.jit(...)" or "@jit", then (possibly after further
   // decorators) the def it decorates.
@@ -278,9 +288,16 @@ nlohmann::json run_rocprof(profile_session& s, const kernel_profile_request& req
   // Stats pass: it must exit 0 and write both CSVs, and they must parse, before any PMC pass runs.
   const auto& st = plan.stats;
   const std::string stats_name = "stats pass";
-  double timeout = s.timeout_for("rocprof", stats_name, st.timeout_s);
+  // Each command's timeout is decided when it starts, from what is left (fair_command_timeout).
+  const double cap = req.per_command_cap_s > 0 ? req.per_command_cap_s : 0;
+  double slowest = 0;
+  auto fair = [&](int after) {
+    return fair_command_timeout(out.budget_s - s.elapsed() - kill_grace_s, after, slowest, cap);
+  };
+  double timeout = s.timeout_for("rocprof", stats_name, fair(static_cast<int>(plan.passes.size())));
   remove_expected_outputs(st);
   auto& rec = s.run(stats_name, st.argv, env, timeout, st.expected_outputs);
+  slowest = std::max(slowest, rec.wall_s);
   const std::string stats_tail = rec.output_tail;
   if (!rec.started) {
     s.settle("failed: could not start");
@@ -316,16 +333,18 @@ nlohmann::json run_rocprof(profile_session& s, const kernel_profile_request& req
   s.settle("accepted");
 
   std::vector<std::string> pmc_texts;
-  for (const auto& pass : plan.passes) {
+  for (size_t pi = 0; pi < plan.passes.size(); ++pi) {
+    const auto& pass = plan.passes[pi];
     for (const auto& inv : pass.alternatives) {
       const std::string name = pmc_name(inv);
-      double t = s.timeout_for("rocprof", name, inv.timeout_s);
+      double t = s.timeout_for("rocprof", name, fair(static_cast<int>(plan.passes.size() - pi - 1)));
       {
         std::ofstream f(inv.input_file, std::ios::binary | std::ios::trunc);
         f << inv.input_contents;
       }
       remove_expected_outputs(inv);
       auto& r = s.run(name, inv.argv, env, t, inv.expected_outputs);
+      slowest = std::max(slowest, r.wall_s);
       if (!r.started) {
         s.settle("failed: could not start");
         throw profile_failure{"rocprof " + name + " " + r.output_tail, name, r.output_tail};

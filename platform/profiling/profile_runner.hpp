@@ -104,6 +104,15 @@ std::optional<std::string> derive_kernel_name(const std::string& code);
 std::optional<double> next_command_timeout(double share_s, double budget_s, double elapsed_s,
                                            double kill_grace_s = 0.5, double min_command_s = 1.0);
 
+/// The fair share of the next command of a multi-command profile (rocprofv3's stats pass, then one
+/// command per counter pass). `left_s` is what is left of the profile's budget, `commands_after` the
+/// passes still to come after this one, `slowest_s` the longest command that ran so far (0: none yet).
+/// Each later pass keeps a reserve of twice the slowest command plus a second (passes run the same
+/// program, so they take about as long), before any ran half of an even split; the next command gets
+/// the rest, never less than an even split of what is left, never more than `cap_s` (<= 0: no cap).
+/// So one slow pass may take most of a generous budget instead of a fixed worst-case share of it.
+double fair_command_timeout(double left_s, int commands_after, double slowest_s, double cap_s);
+
 void to_json(nlohmann::json& j, const invocation_record& r);
 
 } // namespace kagent

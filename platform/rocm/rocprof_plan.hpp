@@ -93,6 +93,8 @@ rocprof_plan plan_rocprof(const rocprof_target& target, const rocprof_plan_optio
 /// Splits `total_budget_s` over the worst-case number of invocations (every alternative runs), each
 /// capped at `per_command_cap_s`, so a profile that takes every fallback still ends within the
 /// budget (SPEC §14 A.21). Sets every invocation's timeout_s and returns the per-invocation share.
+/// The profile runner does not use these nominal timeouts: it decides each command's timeout when it
+/// starts (fair_command_timeout in platform/profiling/profile_runner.hpp).
 double apply_profile_budget(rocprof_plan& plan, double total_budget_s, double per_command_cap_s = 600);
 
 /// The default profile budget when the config leaves profile_budget_s at 0: half the candidate's
