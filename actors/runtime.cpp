@@ -188,6 +188,23 @@ run_outcome run_optimization(const run_request& req) {
   ctx->run_path = fs::absolute(rd.path()).string();
   out.run_path = ctx->run_path;
 
+  // torch.compile of the reference leaves inductor's cache (about 118 MB of precompiled headers on a
+  // GPU host) in the evaluator's TMPDIR under workers/: removed once the actor system, and with it
+  // every evaluator, is gone (this guard is destroyed after `sys`).
+  struct drop_inductor_caches {
+    fs::path workers;
+    ~drop_inductor_caches() {
+      std::error_code ec;
+      if (!fs::is_directory(workers, ec)) return;
+      for (const auto& w : fs::directory_iterator(workers, ec)) {
+        const auto tmp = w.path() / "tmp";
+        if (!fs::is_directory(tmp, ec)) continue;
+        for (const auto& e : fs::directory_iterator(tmp, ec))
+          if (e.path().filename().string().starts_with("torchinductor_")) fs::remove_all(e.path(), ec);
+      }
+    }
+  } inductor_guard{fs::path(ctx->run_path) / "workers"};
+
   system_config cfg;
   caf::actor_system sys{cfg};
   {

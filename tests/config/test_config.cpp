@@ -379,3 +379,14 @@ TEST(ConfigLimits, SandboxModesAndCpuBoundRoundTrip) {
   EXPECT_DOUBLE_EQ(parse_config("strategy: greedy\n", "x").sandbox.max_cpu_s, 0);
   EXPECT_THROW(parse_config("sandbox: {mode: docker}\n", "x"), user_error);
 }
+
+TEST(ConfigLimits, ProfilePolicyDefaultsToParentsAndRoundTrips) {
+  EXPECT_EQ(parse_config("strategy: greedy\n", "x").profile, "parents");
+  for (const char* p : {"parents", "every", "never"}) {
+    auto c = parse_config(std::string("profile: ") + p + "\n", "x");
+    EXPECT_EQ(c.profile, p);
+    EXPECT_EQ(parse_config(to_yaml(c), "round-trip").profile, p);
+  }
+  EXPECT_NE(error_of("profile: all\n").find("expected one of: parents, every, never"), std::string::npos);
+  EXPECT_NE(error_of("profile: all\n").find("'profile'"), std::string::npos);
+}

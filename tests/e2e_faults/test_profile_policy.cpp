@@ -131,4 +131,7 @@ TEST(ProfilePolicy, NeverRunsNoProfilerAtAll) {
   EXPECT_TRUE(r.baselines.empty());
   EXPECT_TRUE(r.finals.empty());
   EXPECT_FALSE(r.verified.empty());
+  // torch.compile of the reference ran in the evaluator: its inductor cache did not stay behind.
+  for (const auto& e : fs::recursive_directory_iterator(r.dir))
+    EXPECT_EQ(e.path().filename().string().rfind("torchinductor_", 0), std::string::npos) << e.path();
 }
