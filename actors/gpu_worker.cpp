@@ -418,7 +418,6 @@ caf::behavior candidate_actor(caf::event_based_actor* self, context_ptr ctx, can
         .then(
             [=](const dedup_answer& d) {
               if (d.duplicate_of.empty()) return profile_it();
-              st->result.duplicate_of = d.duplicate_of;
               if (!d.profile_json.empty()) take_roofline(nlohmann::json::parse(d.profile_json, nullptr, false));
               (*reflect)();
             },

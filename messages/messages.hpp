@@ -169,7 +169,6 @@ struct candidate_result {
   double device_s = 0;          ///< time this candidate held the device (verify, benchmark, profile)
   double llm_s = 0;             ///< time spent waiting for LLM replies
   double floor_pct = not_measured;  ///< achieved fraction of the physics floor, in %
-  std::string duplicate_of;     ///< the manager said so before the profile (dedup_query)
 };
 /// From a candidate (through its gpu worker) to the manager, after the benchmark and before any
 /// profile: is this compiled code already known? The manager answers from the verified programs and
@@ -258,7 +257,7 @@ template <class I>
 typename I::result_type inspect(I& f, candidate_result& x) {
   return f(caf::meta::type_name("candidate_result"), x.candidate_id, x.parent_id, x.round, x.gpu_id, x.ok, x.code,
            x.time_ms, x.error, x.failure_cause, x.code_hash, x.bottleneck, x.model, x.attempt_json,
-           x.reflexion_json, x.profile_json, x.device_s, x.llm_s, x.floor_pct, x.duplicate_of);
+           x.reflexion_json, x.profile_json, x.device_s, x.llm_s, x.floor_pct);
 }
 template <class I>
 typename I::result_type inspect(I& f, dedup_query& x) {
