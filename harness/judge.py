@@ -401,11 +401,29 @@ class Slot:
             t.fill_(torch.iinfo(t.dtype).min)
 
 
-def wall_bound_excess(wall_ms, n, calib_per_call_ms, reported_ms, gpu):
+MAX_PAD_US = 1000.0
+
+
+def pad_credit_ms(reported_pad_us, reported_ms):
+    """What the judge credits of the device sleep the worker says it queued before each timed call:
+    at most MAX_PAD_US and at most half the call's median time. The figure comes from the candidate's
+    process and is forgeable; this bound is what a lie can buy (see docs/harness.md)."""
+    try:
+        pad = float(reported_pad_us)
+    except (TypeError, ValueError):
+        return 0.0
+    if not pad == pad or pad <= 0 or not reported_ms:
+        return 0.0
+    med = sorted(reported_ms)[len(reported_ms) // 2]
+    return min(pad, MAX_PAD_US, 500.0 * med) / 1e3
+
+
+def wall_bound_excess(wall_ms, n, calib_per_call_ms, reported_ms, gpu, pad_ms=0.0):
     """How much of the judge's wall clock the reported per-call times leave unexplained, and how much
     is allowed: half of what was reported, a quarter of the calibrated loop overhead, and per-call
-    scheduling jitter (larger on the CPU platform, whose calls are interpreted Python)."""
-    explained = sum(reported_ms) + n * calib_per_call_ms
+    scheduling jitter (larger on the CPU platform, whose calls are interpreted Python). `pad_ms` is
+    the credited device sleep before each call (pad_credit_ms)."""
+    explained = sum(reported_ms) + n * (calib_per_call_ms + pad_ms)
     excess = wall_ms - explained
     # On the CPU platform the loop's overhead (flush, stamps, round trips: milliseconds of Python)
     # moves with the load of the machine, so the whole calibrated overhead may double there.
@@ -751,7 +769,8 @@ class Judge:
                 for slot in self.slots[g]:
                     slot.poison(w)
             core.synchronize(self.device)
-        op = {"op": "calibrate" if calibrate else "time", "warmup": warmup, "repeat": repeat, "stamps": stamps}
+        op = {"op": "calibrate" if calibrate else "time", "warmup": warmup, "repeat": repeat, "stamps": stamps,
+              "max_pad_us": MAX_PAD_US if self.gpu and not calibrate else 0.0}
         timeout = self.timeouts["start" if calibrate else "benchmark"]
         w.send(op)
         t_start = time.perf_counter()
@@ -836,17 +855,18 @@ class Judge:
         phases["sample_checks_s"] = time.perf_counter() - t_phase
         stats = core.stats(m["times"])
         calib = self.calib
-        excess, allowed = wall_bound_excess(m["wall_ms"], repeat, calib["per_call_ms"], m["times"], self.gpu)
+        pad_ms = pad_credit_ms(msg.get("pad_us"), m["times"]) if self.gpu else 0.0
+        excess, allowed = wall_bound_excess(m["wall_ms"], repeat, calib["per_call_ms"], m["times"], self.gpu, pad_ms)
         if excess > allowed:
             raise IntegrityError(
                 f"reported times do not account for the wall clock: {repeat} timed calls took {m['wall_ms']:.1f} ms "
-                f"seen from the judge, {sum(m['times']):.1f} ms reported plus {repeat * calib['per_call_ms']:.1f} ms "
+                f"seen from the judge, {sum(m['times']):.1f} ms reported plus {repeat * (calib['per_call_ms'] + pad_ms):.1f} ms "
                 f"of loop overhead (a slowed or patched timer, or work outside the timed call)")
         floor = self.floor_ms()
         result = {"method": "cuda_event" if self.gpu else "perf_counter", "warmup": warmup, "repeat": repeat,
                   "input_sets": len(self.sets), "flush_bytes": self.flush_bytes, "timings": {},
                   "candidate": stats, "wall_ms": m["wall_ms"], "sampled_calls": m["keep"],
-                  "calibration_ms_per_call": calib["per_call_ms"], "bytes": self.input_bytes + self.output_bytes,
+                  "calibration_ms_per_call": calib["per_call_ms"], "pad_ms": pad_ms, "bytes": self.input_bytes + self.output_bytes,
                   "phases_s": phases}
         if floor is not None:
             result["floor_ms"] = floor

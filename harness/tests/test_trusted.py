@@ -150,6 +150,24 @@ class WallBound(unittest.TestCase):
         honest, allowed = judge.wall_bound_excess(100 * 1.32, 100, 0.3, [1.0] * 100, gpu=True)
         self.assertLess(honest, allowed)
 
+    def test_a_forged_pad_buys_at_most_half_the_reported_time(self):
+        # Honest: a 1 ms kernel that queued a 300 us device sleep before each call is credited for it.
+        pad = judge.pad_credit_ms(300.0, [1.0] * 100)
+        self.assertAlmostEqual(pad, 0.3)
+        honest, allowed = judge.wall_bound_excess(100 * (1.32 + 0.3), 100, 0.3, [1.0] * 100, True, pad)
+        self.assertLess(honest, allowed)
+        # Without the credit, the same honest wall clock would look like hidden work.
+        uncredited, allowed = judge.wall_bound_excess(100 * (1.32 + 1.0), 100, 0.3, [1.0] * 100, True, 0.0)
+        self.assertGreater(uncredited, allowed)
+        # The attack: a 1 ms kernel that reports 0.1 ms and claims an enormous pad to explain the rest.
+        claimed = judge.pad_credit_ms(1e9, [0.1] * 100)
+        self.assertAlmostEqual(claimed, 0.05)
+        faked, allowed = judge.wall_bound_excess(100 * 1.32, 100, 0.3, [0.1] * 100, True, claimed)
+        self.assertGreater(faked, allowed)
+        for bad in (None, "x", float("nan"), -5.0):
+            self.assertEqual(judge.pad_credit_ms(bad, [1.0] * 10), 0.0)
+        self.assertLessEqual(judge.pad_credit_ms(5000.0, [100.0] * 10), judge.MAX_PAD_US / 1e3)
+
 
 if __name__ == "__main__":
     unittest.main()
