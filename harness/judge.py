@@ -447,6 +447,7 @@ class Judge:
         self.calib = {"per_call_ms": 0.0}
         self.zygote = None
         self.gpu = False
+        self.launchers = None
         self.timeouts = {"start": 300.0, "verify": 300.0, "benchmark": 300.0}
         become_subreaper()
 
@@ -460,6 +461,7 @@ class Judge:
         self.dtype = dtype
         self.size = size
         self.sandbox_prefix = list(sandbox_prefix or [])
+        self.launchers = self.shared_launchers()
         self.peak_gbps = peak_gbps
         self.timeouts = timeouts
         self.problem = core.Problem(path, device, dtype, size, seed)
@@ -484,6 +486,32 @@ class Judge:
         self.calibrate(calib_repeat)
         return dict(self.problem.describe(), calibration_ms_per_call=self.calib["per_call_ms"],
                     trials=len(self.sets), output_bytes=self.output_bytes)
+
+    def shared_launchers(self):
+        """The launcher cache shared by this judge's workers (launchers.py): only on NVIDIA under bwrap,
+        where its directory can be made read-only for them. The workers' prefix gets a read-only bind
+        of it (it may lie under a /tmp that the sandbox replaces)."""
+        prefix = self.sandbox_prefix
+        if not self.gpu or os.environ.get("KAGENT_SHARED_LAUNCHERS", "1") == "0":
+            return None
+        if not prefix or not os.path.basename(prefix[0]).startswith("bwrap") or "--" not in prefix:
+            return None
+        torch = core.torch_module()
+        if getattr(torch.version, "hip", None):
+            return None
+        try:
+            import launchers
+            cache = launchers.LauncherCache(os.path.join(self.log_dir, "launchers"), prefix)
+        except Exception as exc:  # noqa: BLE001 - no sharing, as before
+            trace("launcher cache off:", exc)
+            return None
+        cut = prefix.index("--")
+        self.sandbox_prefix = prefix[:cut] + ["--ro-bind", cache.dir, cache.dir] + prefix[cut:]
+        return cache
+
+    def offer_launchers(self, msg):
+        if self.launchers is not None and isinstance(msg, dict):
+            self.launchers.offer(msg.get("launchers"))
 
     def floor_ms(self):
         if not self.peak_gbps:
@@ -513,7 +541,8 @@ class Judge:
             w = Worker(self)
         specs = [s.spec_for(w) for group in self.slots for s in group]
         w.send({"op": "prepare", "problem": self.problem.path, "device": self.device, "dtype": self.dtype,
-                "size": self.size, "seeds": self.seeds, "slots": specs, "flush_bytes": self.flush_bytes})
+                "size": self.size, "seeds": self.seeds, "slots": specs, "flush_bytes": self.flush_bytes,
+                "launcher_dir": self.launchers.dir if self.launchers is not None else None})
         return w
 
     def ready(self, w):
@@ -527,6 +556,7 @@ class Judge:
             raise core.CandidateError(str(msg.get("error", "the candidate process could not load the problem"))[:4000],
                                       str(msg.get("traceback", ""))[-core.TAIL_CHARS:])
         w.info["prepare"] = msg
+        self.offer_launchers(msg)
         w.state = "ready"
         trace(w.name, "ready")
 
@@ -703,6 +733,9 @@ class Judge:
                             self.timeouts["verify"])
             call = msg["calls"][0]
             timings["first_call_s" if n == 0 else f"call{n}_s"] = call.get("wall_s")
+            if n == 0:
+                self.offer_launchers(msg)
+                timings["shared_launchers_loaded"] = msg.get("launcher_hits")
             self.evidence(call, "verification")
             if call.get("error"):
                 error = call["error"]

@@ -233,6 +233,7 @@ class Worker:
         self.in_place = False
         self.gpu = False
         self.sleep_cycles_per_us = 0.0
+        self.shared = None
 
     # -- prepare: the problem's inputs on the device, the judge's slots, the timers ------------------
     def op_prepare(self, req):
@@ -260,6 +261,12 @@ class Worker:
             self._sync = lambda: None
             self._captured = {}
         self._captured["time.perf_counter"] = (time, "perf_counter", _perf_counter)
+        if self.gpu and req.get("launcher_dir"):
+            try:
+                import launchers
+                self.shared = launchers.SharedLookup(req["launcher_dir"])
+            except Exception:  # noqa: BLE001 - no sharing: every launcher is built here, as before
+                self.shared = None
         if self.gpu:
             warm_triton(self.flush_buf)
             # One recorded Triton launch before any candidate: the recorder's one-time start-up (the
@@ -271,7 +278,7 @@ class Worker:
         self._sync()
         self.threads_at_start = threading.active_count()
         return {"ev": "ready", "threads": self.threads_at_start, "input_bytes": self.problem.input_bytes(),
-                "recorder": self.recorder.kind}
+                "recorder": self.recorder.kind, "launchers": self.shared.take() if self.shared else []}
 
     def measure_sleep(self):
         """Device clock cycles per microsecond of torch.cuda._sleep, measured with events."""
@@ -345,7 +352,9 @@ class Worker:
                     # From now on every call starts from a pristine copy of its inputs.
                     self.pristine = [[t.clone() if torch.is_tensor(t) else t for t in s] for s in self.sets]
         kind, texts = core.compiled_asm(self.cand.module)
-        return {"ev": "verified", "calls": calls, "asm": {"kind": kind, "hash": core.sha256("\n\x00\n".join(sorted(texts)))
+        return {"ev": "verified", "calls": calls,
+                "launchers": self.shared.take() if self.shared else [],
+                "launcher_hits": self.shared.hits if self.shared else None, "asm": {"kind": kind, "hash": core.sha256("\n\x00\n".join(sorted(texts)))
                                                              if texts else None, "kernels": len(texts)},
                 "threads": threading.active_count(), "in_place": self.in_place}
 

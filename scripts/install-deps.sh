@@ -8,7 +8,7 @@ pkgs=(
   libboost-dev libboost-filesystem-dev libboost-iostreams-dev libssl-dev zlib1g-dev
   libsqlite3-dev sqlite3 libcli11-dev libspdlog-dev libfmt-dev
   libkainjow-mustache-dev libcsv-dev libgtest-dev libbenchmark-dev
-  python3 python3-venv python3-pip bubblewrap util-linux
+  python3 python3-dev python3-venv python3-pip bubblewrap util-linux
   chromium
 )
 missing=()

@@ -1,0 +1,90 @@
+"""The shared launcher cache (launchers.py): a worker loads only the build of the very source its own
+Triton generated, and the judge takes only well-formed, bounded reports. A plain C extension stands in
+for a Triton launcher (the CPU platform's interpreter builds none); the lookup is the same code."""
+import os
+import sysconfig
+import tempfile
+import threading
+import unittest
+
+import support  # noqa: F401 - sys.path and the CPU platform
+import launchers
+import triton.runtime.build as build
+
+SRC = """
+#include <Python.h>
+static struct PyModuleDef def = {PyModuleDef_HEAD_INIT, "%s", NULL, -1, NULL};
+PyMODINIT_FUNC PyInit_%s(void) { PyObject* m = PyModule_Create(&def);
+  if (m) PyModule_AddIntConstant(m, "answer", %d); return m; }
+"""
+
+
+def source(name, answer):
+    return SRC % (name, name, answer)
+
+
+def compile_into(directory, name, src):
+    """Builds `src` as the judge's builder would and files it under its key."""
+    work = tempfile.mkdtemp(dir=directory)
+    path = os.path.join(work, name + ".c")
+    with open(path, "w") as f:
+        f.write(src)
+    so = build._build(name, path, work, [], [sysconfig.get_paths()["include"]], [], [])
+    dest = os.path.join(directory, launchers._key(build, src))
+    os.makedirs(dest, exist_ok=True)
+    os.rename(so, os.path.join(dest, name + launchers.SUFFIX))
+
+
+@unittest.skipUnless(os.path.isfile(os.path.join(sysconfig.get_paths()["include"], "Python.h")), "no Python.h")
+class SharedLookupTest(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.shared = os.path.join(self.tmp.name, "shared")
+        os.makedirs(self.shared)
+        self.saved = build.compile_module_from_src
+        self.cache = os.environ.get("TRITON_CACHE_DIR")
+        os.environ["TRITON_CACHE_DIR"] = os.path.join(self.tmp.name, "own")
+
+    def tearDown(self):
+        build.compile_module_from_src = self.saved
+        if self.cache is None:
+            os.environ.pop("TRITON_CACHE_DIR", None)
+        else:
+            os.environ["TRITON_CACHE_DIR"] = self.cache
+        self.tmp.cleanup()
+
+    def test_the_shared_build_of_the_same_source_is_loaded_and_nothing_else(self):
+        compile_into(self.shared, "kagent_probe_a", source("kagent_probe_a", 7))
+        lookup = launchers.SharedLookup(self.shared)
+        include = [sysconfig.get_paths()["include"]]
+        mod = build.compile_module_from_src(source("kagent_probe_a", 7), "kagent_probe_a", include_dirs=include)
+        self.assertEqual(mod.answer, 7)
+        self.assertEqual(lookup.hits, 1)
+        self.assertEqual(lookup.take(), [])  # nothing compiled here
+        # The attack: a module planted under the key of another source is never what a process asks
+        # for; a different source is compiled by the process itself and reported for sharing.
+        compile_into(self.shared, "kagent_probe_b", source("kagent_probe_b", 666))
+        other = source("kagent_probe_b", 8)
+        mod = build.compile_module_from_src(other, "kagent_probe_b", include_dirs=include)
+        self.assertEqual(mod.answer, 8)
+        self.assertEqual(lookup.hits, 1)
+        self.assertEqual(lookup.take(), [{"name": "kagent_probe_b", "src": other}])
+
+
+class OfferTest(unittest.TestCase):
+    def test_malformed_or_oversized_reports_start_no_build(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            cache = launchers.LauncherCache(tmp, ["false", "--"])
+            before = threading.active_count()
+            cache.offer("not a list")
+            cache.offer([{"name": "../evil", "src": "x"}, {"name": 3, "src": "x"},
+                         {"name": "big", "src": "x" * (launchers.MAX_SOURCE_BYTES + 1)}, "junk"])
+            self.assertEqual(threading.active_count(), before)
+            self.assertEqual((cache.pending, cache.built, cache.failed), (set(), 0, 0))
+            self.assertTrue(os.path.isdir(cache.dir))
+            # the shared directory is not under the build directory the builder may write
+            self.assertFalse(cache.dir.startswith(cache.work))
+
+
+if __name__ == "__main__":
+    unittest.main()
