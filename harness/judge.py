@@ -509,6 +509,17 @@ class Judge:
         self.sandbox_prefix = prefix[:cut] + ["--ro-bind", cache.dir, cache.dir] + prefix[cut:]
         return cache
 
+    def builder_processes(self):
+        """The launcher builders and everything below them: the judge's own children, never a
+        candidate's (a candidate's orphans are re-parented to the judge, not to a builder)."""
+        if self.launchers is None:
+            return set()
+        out = set()
+        for pid in self.launchers.live_pids():
+            out.add(pid)
+            out.update(descendants(pid))
+        return out
+
     def offer_launchers(self, msg):
         if self.launchers is not None and isinstance(msg, dict):
             self.launchers.offer(msg.get("launchers"))
@@ -595,7 +606,7 @@ class Judge:
         before = state.get("census")
         if before is None:
             return []
-        keep = {w.pid}
+        keep = {w.pid} | self.builder_processes()
         if self.spare is not None and self.spare.pid > 0:
             keep.add(self.spare.pid)
             keep.update(descendants(self.spare.pid))
@@ -604,7 +615,8 @@ class Judge:
             # A process that ends on its own a moment later (a compiler finishing) was not left
             # running; a daemon that waits is still there after the grace.
             time.sleep(0.5)
-            left = [p for p in left if alive(p)]
+            builders = self.builder_processes()
+            left = [p for p in left if alive(p) and p not in builders]
         return sorted(left)
 
     @staticmethod
@@ -620,7 +632,7 @@ class Judge:
 
     def reap_orphans(self):
         """Ends processes re-parented to us (we are a subreaper) that are not our spare."""
-        keep = set()
+        keep = set(self.launchers.live_pids()) if self.launchers is not None else set()
         if self.zygote is not None:
             keep.add(self.zygote.proc.pid)
         for pid in children_of(os.getpid()):
@@ -736,6 +748,9 @@ class Judge:
             if n == 0:
                 self.offer_launchers(msg)
                 timings["shared_launchers_loaded"] = msg.get("launcher_hits")
+                if self.launchers is not None:
+                    timings["shared_launchers"] = {"built": self.launchers.built, "failed": self.launchers.failed,
+                                                   "building": len(self.launchers.pending)}
             self.evidence(call, "verification")
             if call.get("error"):
                 error = call["error"]

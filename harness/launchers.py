@@ -105,6 +105,12 @@ class LauncherCache:
         self.built = 0
         self.failed = 0
         self.lock = threading.Lock()
+        self.running = set()
+
+    def live_pids(self):
+        """The builder processes now running (started by the judge, not by any candidate)."""
+        with self.lock:
+            return set(self.running)
 
     def has(self, key, name):
         return os.path.isfile(os.path.join(self.dir, key, name + SUFFIX))
@@ -139,8 +145,22 @@ class LauncherCache:
             cache = os.path.join(work, "cache")
             argv = [a.replace("{scratch}", work) for a in self.prefix]
             argv += [self.python, "-c", BUILDER, job, cache]
-            subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                           env=self.env, timeout=120, check=False, cwd=work)
+            log = open(os.path.join(self.root, "build.log"), "ab")
+            try:
+                proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=self.env,
+                                        cwd=work)
+                with self.lock:
+                    self.running.add(proc.pid)
+                try:
+                    proc.wait(timeout=120)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+                finally:
+                    with self.lock:
+                        self.running.discard(proc.pid)
+            finally:
+                log.close()
             built = os.path.join(cache, key, name + SUFFIX)
             if not os.path.isfile(built):
                 self.failed += 1
