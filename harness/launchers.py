@@ -14,6 +14,7 @@ it compiled) is data for the builder; a forged source can only produce a module 
 process asks for, built with no more rights than the candidate had.
 
 Only used on NVIDIA hosts under bwrap (elsewhere the directory would not be read-only)."""
+import glob
 import hashlib
 import importlib
 import json
@@ -161,10 +162,12 @@ class LauncherCache:
                         self.running.discard(proc.pid)
             finally:
                 log.close()
-            built = os.path.join(cache, key, name + SUFFIX)
-            if not os.path.isfile(built):
+            # Triton files it under its own (base32) form of the key: the one module of that name.
+            found = glob.glob(os.path.join(cache, "*", name + SUFFIX))
+            if len(found) != 1:
                 self.failed += 1
                 return
+            built = found[0]
             dest = os.path.join(self.dir, key)
             tmp = dest + ".tmp"
             shutil.rmtree(tmp, ignore_errors=True)
