@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "actors/actors.hpp"
+#include "platform/search/concurrency.hpp"
 #include "platform/llm/extract.hpp"
 #include "platform/llm/provider.hpp"
 #include "platform/llm/replay.hpp"
@@ -57,7 +58,12 @@ caf::behavior llm_client_actor(caf::event_based_actor* self, context_ptr ctx, ca
   auto st = std::make_shared<llm_state>();
   const auto& lc = ctx->cfg.llm;
   st->ledger = std::make_unique<usage_ledger>(lc.prices);
-  st->limiter = std::make_unique<rate_limiter>(lc.requests_per_minute, lc.tokens_per_minute, lc.max_concurrency);
+  // With `num_workers: auto` and no llm.max_concurrency of the user's, the pipelines in flight bound
+  // the LLM calls (one each, plus analyses): the limiter must not hold back what auto sized.
+  const int llm_concurrency = ctx->cfg.num_workers_auto && !lc.max_concurrency_set
+                                  ? std::max(lc.max_concurrency, search::auto_pipeline_cap)
+                                  : lc.max_concurrency;
+  st->limiter = std::make_unique<rate_limiter>(lc.requests_per_minute, lc.tokens_per_minute, llm_concurrency);
   st->retry = retry_config_from(lc);
   // Built and validated by the runtime before the run directory exists (a bad provider setting is a
   // usage error, exit 2); shared here.

@@ -8,11 +8,13 @@
 #include <deque>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "actors/actors.hpp"
 #include "actors/strategy.hpp"
 #include "platform/gpu/specs.hpp"
+#include "platform/search/concurrency.hpp"
 #include "platform/nvidia/nvidia_roofline.hpp"
 #include "platform/store/program_db.hpp"
 #include "platform/store/run_directory.hpp"
@@ -67,6 +69,7 @@ struct manager_state {
   int profiling_failures = 0;
   nlohmann::json mode_changes = nlohmann::json::array();
   double device_s = 0, llm_s = 0;
+  std::optional<search::concurrency_meter> meter;  ///< num_workers: auto
   std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now();
 };
 
@@ -130,6 +133,9 @@ caf::behavior manager_actor(caf::event_based_actor* self, context_ptr ctx, caf::
   for (size_t k = 0; k < ctx->device_ids.size(); ++k) {
     st->workers.push_back({caf::actor{}, ctx->device_ids[k], 0, 0, false, ""});
   }
+  if (ctx->cfg.num_workers_auto)
+    st->meter.emplace(search::concurrency_limits{static_cast<int>(std::max<size_t>(1, st->workers.size())),
+                                                 st->slots, search::auto_pipeline_cap});
 
   auto least_loaded = [=]() -> size_t {
     size_t k = 0;
@@ -169,6 +175,8 @@ caf::behavior manager_actor(caf::event_based_actor* self, context_ptr ctx, caf::
     s["search"] = st->strategy->name();
     s["schedule"] = st->async ? "async" : "rounds";
     s["num_workers"] = st->slots;
+    s["num_workers_mode"] = st->meter ? "auto" : "fixed";
+    if (st->meter) s["num_workers_reason"] = st->meter->reason();
     s["kernel_dir"] = ctx->kernel_dir;
     s["run_dir"] = ctx->run_path;
     s["run_id"] = run_path.filename().string();
@@ -231,6 +239,12 @@ caf::behavior manager_actor(caf::event_based_actor* self, context_ptr ctx, caf::
     s["llm"] = llm;
     s["wall_s"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - st->t0).count();
     s["device_s"] = st->device_s;
+    {
+      // Device seconds over wall time and devices, as the progress line shows it.
+      const double wall = s["wall_s"].get<double>();
+      const double devices = static_cast<double>(std::max<size_t>(1, st->workers.size()));
+      s["gpu_busy_pct"] = wall > 0 ? nlohmann::json(100.0 * st->device_s / (wall * devices)) : nlohmann::json(nullptr);
+    }
     rd.write_summary(s);
     st->db->set_state(store::state_key::status, s["success"].get<bool>() ? "finished" : "failed");
     emit("run_end", {{"success", s["success"]}, {"best_ms", s["best_ms"]}, {"error", error}});
@@ -581,6 +595,13 @@ caf::behavior manager_actor(caf::event_based_actor* self, context_ptr ctx, caf::
     st->inflight.erase(it);
     st->device_s += res.device_s;
     st->llm_s += res.llm_s;
+    if (st->meter) {
+      st->meter->record(res.llm_s, res.device_s);
+      if (const int n = st->meter->suggest(); n != st->slots) {
+        st->slots = n;
+        emit("concurrency", {{"num_workers", n}, {"reason", st->meter->reason()}});
+      }
+    }
     store::program_update u;
     u.code = res.code;
     u.model = res.model.empty() ? spec.model : res.model;
@@ -901,6 +922,7 @@ caf::behavior manager_actor(caf::event_based_actor* self, context_ptr ctx, caf::
                            {"devices", ctx->device_ids}, {"gpu_name", ctx->gpu_name},
                            {"platform", ctx->cfg.platform.uniform()}, {"max_rounds", ctx->cfg.max_rounds},
                            {"schedule", st->async ? "async" : "rounds"}, {"num_workers", st->slots},
+                           {"num_workers_auto", st->meter.has_value()},
                            {"resume", ctx->resume}, {"sandbox", ctx->sandbox_mode},
                            {"sandbox_warning", ctx->sandbox_warning}});
         for (const auto& n : ctx->notes) emit("note", {{"what", n}});

@@ -107,6 +107,7 @@ class LauncherCache:
         self.failed = 0
         self.lock = threading.Lock()
         self.running = set()
+        self.gave_up = set()   # sources whose build failed once: not retried
 
     def live_pids(self):
         """The builder processes now running (started by the judge, not by any candidate)."""
@@ -130,7 +131,7 @@ class LauncherCache:
                 continue
             key = _key(self.build, src)
             with self.lock:
-                if key in self.pending or self.has(key, name):
+                if key in self.pending or key in self.gave_up or self.has(key, name):
                     continue
                 self.pending.add(key)
             threading.Thread(target=self._build, args=(key, name, src), daemon=True).start()
@@ -166,6 +167,7 @@ class LauncherCache:
             found = glob.glob(os.path.join(cache, "*", name + SUFFIX))
             if len(found) != 1:
                 self.failed += 1
+                self.gave_up.add(key)
                 return
             built = found[0]
             dest = os.path.join(self.dir, key)
@@ -181,6 +183,7 @@ class LauncherCache:
                 shutil.rmtree(tmp, ignore_errors=True)
         except Exception:  # noqa: BLE001 - a failed build only means no sharing for that source
             self.failed += 1
+            self.gave_up.add(key)
         finally:
             shutil.rmtree(work, ignore_errors=True)
             with self.lock:

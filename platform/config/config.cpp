@@ -219,7 +219,22 @@ run_config from_node(const YAML::Node& root, const std::string& origin) {
   r.only_keys(root, "", k_top_keys);
 
   r.get_choice(root, "", "strategy", c.strategy, {"beam_search", "greedy"});
-  r.get_int(root, "", "num_workers", c.num_workers, 1, limits::max_workers);
+  if (auto nw = root["num_workers"]; nw.IsDefined() && nw.IsScalar() && nw.Scalar() == "auto") {
+    c.num_workers_auto = true;
+  } else if (nw.IsDefined() && !nw.IsNull()) {
+    if (nw.IsScalar()) {
+      int probe = 0;
+      try {
+        probe = nw.as<int>();
+      } catch (const YAML::Exception&) {
+        r.fail(nw, fmt::format("key 'num_workers' must be 'auto' or an integer from 1 to {}, got '{}'",
+                               limits::max_workers, nw.Scalar()));
+      }
+      (void)probe;
+    }
+    r.get_int(root, "", "num_workers", c.num_workers, 1, limits::max_workers);
+    c.num_workers_auto = false;
+  }
   r.get_int(root, "", "max_rounds", c.max_rounds, 1, limits::max_rounds);
   if (auto sc = r.section(root, "", "strategy_config"); sc) {
     r.only_keys(sc, "strategy_config",
@@ -339,7 +354,7 @@ run_config from_node(const YAML::Node& root, const std::string& origin) {
     r.get_string(l, "llm", "model", m.model);
     r.get_string(l, "llm", "api_key_env", m.api_key_env);
     r.get_int(l, "llm", "max_tokens", m.max_tokens, 1, limits::max_llm_tokens);
-    r.get_int(l, "llm", "max_concurrency", m.max_concurrency, 1, limits::max_workers);
+    m.max_concurrency_set = r.get_int(l, "llm", "max_concurrency", m.max_concurrency, 1, limits::max_workers);
     r.get_int(l, "llm", "requests_per_minute", m.requests_per_minute, 0, limits::max_requests_per_minute);
     r.get_int(l, "llm", "tokens_per_minute", m.tokens_per_minute, 0, limits::max_tokens_per_minute);
     r.get_int(l, "llm", "max_retries", m.max_retries, 0, limits::max_llm_retries);
@@ -451,7 +466,10 @@ std::string to_yaml(const run_config& c) {
   YAML::Emitter e;
   e << YAML::BeginMap;
   e << YAML::Key << "strategy" << YAML::Value << c.strategy;
-  e << YAML::Key << "num_workers" << YAML::Value << c.num_workers;
+  if (c.num_workers_auto)
+    e << YAML::Key << "num_workers" << YAML::Value << "auto";
+  else
+    e << YAML::Key << "num_workers" << YAML::Value << c.num_workers;
   e << YAML::Key << "max_rounds" << YAML::Value << c.max_rounds;
   e << YAML::Key << "strategy_config" << YAML::Value << YAML::BeginMap;
   e << YAML::Key << "num_top_kernels" << YAML::Value << c.strategy_cfg.num_top_kernels;
@@ -530,7 +548,7 @@ std::string to_yaml(const run_config& c) {
   if (!l.model.empty()) e << YAML::Key << "model" << YAML::Value << l.model;
   if (!l.api_key_env.empty()) e << YAML::Key << "api_key_env" << YAML::Value << l.api_key_env;
   e << YAML::Key << "max_tokens" << YAML::Value << l.max_tokens;
-  e << YAML::Key << "max_concurrency" << YAML::Value << l.max_concurrency;
+  if (l.max_concurrency_set) e << YAML::Key << "max_concurrency" << YAML::Value << l.max_concurrency;
   e << YAML::Key << "requests_per_minute" << YAML::Value << l.requests_per_minute;
   e << YAML::Key << "tokens_per_minute" << YAML::Value << l.tokens_per_minute;
   e << YAML::Key << "max_retries" << YAML::Value << l.max_retries;

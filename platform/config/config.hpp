@@ -91,6 +91,7 @@ struct llm_config {
   std::string api_key_env;               ///< empty: the provider's default variable
   int max_tokens = 24576;
   int max_concurrency = 4;
+  bool max_concurrency_set = false;      ///< given in the config; if not, `num_workers: auto` lifts the limit
   int requests_per_minute = 0;           ///< 0: unlimited
   int tokens_per_minute = 0;
   int max_retries = 5;
@@ -125,7 +126,8 @@ struct run_config {
   std::string name;                      ///< strategy name (file stem)
   std::string source_path;               ///< the YAML file it came from
   std::string strategy = "beam_search";  ///< "beam_search" or "greedy"
-  int num_workers = 4;
+  int num_workers = 4;                   ///< fixed pipelines in flight; with num_workers_auto, the floor
+  bool num_workers_auto = true;          ///< `num_workers: auto` (default): sized from measured LLM/device time
   int max_rounds = 10;
   strategy_config strategy_cfg;
   std::string openai_model = "claude-opus-4.5";

@@ -102,8 +102,14 @@ void update(progress_state& st, const std::string& type, const nlohmann::json& p
     st.max_rounds = static_cast<int>(int_or(p, "max_rounds", st.max_rounds));
     st.max_candidates = static_cast<int>(int_or(p, "max_candidates", st.max_candidates));
     st.slots = static_cast<int>(int_or(p, "slots", int_or(p, "num_workers", st.slots)));
+    st.slots_auto = p.is_object() && p.contains("num_workers_auto") && p["num_workers_auto"].is_boolean() &&
+                    p["num_workers_auto"].get<bool>();
     note_best(st, p, "initial_ms");
     if (auto v = positive_ms(p, "initial_ms")) st.initial_ms = v;
+  } else if (type == "concurrency") {
+    // num_workers: auto re-sized the pipelines in flight from measured LLM and device time.
+    st.slots = static_cast<int>(int_or(p, "num_workers", st.slots));
+    st.slots_auto = true;
   } else if (type == "initial") {
     if (auto v = positive_ms(p, "initial_ms")) st.initial_ms = v;
     note_best(st, p, "initial_ms");
@@ -184,7 +190,8 @@ std::string format_progress_line(const progress_state& st, double now_s) {
 
   std::string cands = fmt::format("{} ok, {} failed", st.ok, st.failed);
   const int running = st.running();
-  if (st.slots > 0 && st.saw_candidate_start) cands += fmt::format(", {}/{} running", running, st.slots);
+  if (st.slots > 0 && st.saw_candidate_start)
+    cands += fmt::format(", {}/{}{} running", running, st.slots, st.slots_auto ? " (auto)" : "");
   else cands += fmt::format(", {} running", running);
   parts.push_back(cands);
 

@@ -33,6 +33,7 @@ struct progress_state {
   int round_candidates = 0;       ///< candidates handed out in the current round
   int round_results = 0;          ///< results of the current round
   int max_candidates = 0;         ///< async budget when run_start names one (max_candidates)
+  bool slots_auto = false;        ///< num_workers: auto (the count follows `concurrency` events)
   int slots = 0;                  ///< concurrent candidate slots when run_start names them (num_workers / slots)
   int ok = 0;                     ///< candidates verified
   int failed = 0;                 ///< candidates failed

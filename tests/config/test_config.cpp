@@ -65,13 +65,34 @@ TEST(Config, UnknownNestedKeyNamesSection) {
 TEST(Config, WrongTypeNamesKeyLineAndExpectedType) {
   auto e = error_of("strategy: greedy\nnum_workers: four\n");
   EXPECT_NE(e.find("cfg.yaml:2:"), std::string::npos) << e;
-  EXPECT_NE(e.find("'num_workers' must be an integer"), std::string::npos) << e;
+  EXPECT_NE(e.find("'num_workers' must be 'auto' or an integer from 1 to 1024, got 'four'"), std::string::npos) << e;
   auto b = error_of("high_reasoning_effort: maybe\n");
   EXPECT_NE(b.find("'high_reasoning_effort' must be true or false"), std::string::npos) << b;
   auto l = error_of("openai_model: [a, b]\n");
   EXPECT_NE(l.find("'openai_model' must be a string, got a list"), std::string::npos) << l;
   auto f = error_of("max_rounds: 1.5\n");
   EXPECT_NE(f.find("'max_rounds' must be an integer"), std::string::npos) << f;
+}
+
+TEST(Config, NumWorkersIsAutoByDefaultAFixedCountWhenGivenAndRoundTrips) {
+  auto d = parse_config("strategy: beam_search\n", "x.yaml");
+  EXPECT_TRUE(d.num_workers_auto);
+  EXPECT_EQ(d.num_workers, 4);  // auto's floor
+  EXPECT_FALSE(d.llm.max_concurrency_set);
+  auto a = parse_config("num_workers: auto\n", "x.yaml");
+  EXPECT_TRUE(a.num_workers_auto);
+  auto f = parse_config("num_workers: 3\nllm: {max_concurrency: 2}\n", "x.yaml");
+  EXPECT_FALSE(f.num_workers_auto);
+  EXPECT_EQ(f.num_workers, 3);
+  EXPECT_TRUE(f.llm.max_concurrency_set);
+  for (const auto& c : {d, f}) {
+    auto back = parse_config(to_yaml(c), "back.yaml");
+    EXPECT_EQ(back.num_workers_auto, c.num_workers_auto);
+    EXPECT_EQ(back.num_workers, c.num_workers);
+    EXPECT_EQ(back.llm.max_concurrency_set, c.llm.max_concurrency_set);
+    EXPECT_EQ(back.llm.max_concurrency, c.llm.max_concurrency);
+  }
+  EXPECT_NE(to_yaml(d).find("num_workers: auto"), std::string::npos);
 }
 
 TEST(Config, OutOfRangeAndBadChoicesAreRejected) {
