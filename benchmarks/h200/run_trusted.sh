@@ -5,6 +5,8 @@
 #   run_trusted.sh OUT cost    full shapes: per-candidate cost before/after/sandboxed, both examples
 #   run_trusted.sh OUT run     a full kagent-actors NVIDIA run on matvec (real ncu), sandboxed
 #   run_trusted.sh OUT run_every  the same with profile: every (each verified candidate profiled)
+#   run_trusted.sh OUT busy_fixed / busy_auto   20 s LLM replies (KAGENT_REPLAY_DELAY_S): rounds with
+#                  num_workers 4, and async with num_workers: auto; GPU busy in summary_$what.json
 set -u
 out=${1:?out}; what=${2:?what}
 root=$(pwd)
@@ -28,14 +30,16 @@ cost2)
     --candidates benchmarks/h200/replay_rmsnorm --peak-gbps 4800 \
     --warmup 10 --repeat 50 --no-back-to-back --json "$out/cost_rmsnorm.json" > "$out/cost_rmsnorm.txt" 2>&1
   echo "rc=$?" >> "$out/cost_rmsnorm.txt" ;;
-run|short|run_every)
+run|short|run_every|busy_fixed|busy_auto)
   cfg=benchmarks/h200/nvidia_matvec.yaml
   [ "$what" = short ] && cfg=benchmarks/h200/nvidia_matvec_short.yaml
   [ "$what" = run_every ] && cfg=benchmarks/h200/nvidia_matvec_every.yaml
+  [ "$what" = busy_fixed ] && export KAGENT_REPLAY_DELAY_S=20
+  [ "$what" = busy_auto ] && export KAGENT_REPLAY_DELAY_S=20 && cfg=benchmarks/h200/nvidia_matvec_auto.yaml
   ( sleep 30; for p in $(pgrep -f "worker.py --zygote"); do echo "zygote $p"; grep -E "address space|data size|processes" /proc/$p/limits; done ) > "$out/limits.txt" 2>&1 &
   export LD_LIBRARY_PATH=$root/.device/lib KAGENT_HOME=$root KAGENT_PYTHON=python3 KAGENT_BWRAP=$bw
   t0=$(date +%s.%N)
-  timeout 250 "$root/.device/kagent-actors" --strategy $cfg \
+  timeout ${RUN_LIMIT_S:-250} "$root/.device/kagent-actors" --strategy $cfg \
     --kernel-dir examples/optimize_01_matvec --run-dir "$out/runs" > "$out/run_$what.log" 2>&1
   echo "rc=$? wall_s=$(python3 -c "print(round($(date +%s.%N) - $t0, 1))")" >> "$out/run_$what.log"
   d=$(ls -d "$out"/runs/*/ | head -1)
@@ -44,6 +48,8 @@ run|short|run_every)
   sqlite3 "$d/program.db" 'select id, status, time_ms, failure_cause, floor_pct, substr(error,1,120) from programs' > "$out/programs_$what.txt" 2>&1 \
     || python3 -c "import sqlite3,sys; [print(r) for r in sqlite3.connect(sys.argv[1]).execute('select id, status, time_ms, failure_cause, floor_pct, substr(error,1,120) from programs')]" "$d/program.db" > "$out/programs_$what.txt" 2>&1
   tail -c 3000 "$d"/workers/gpu0/server.log > "$out/server_log_tail.txt" 2>/dev/null
+  { ls -la "$d"/workers/gpu0/launchers/shared 2>&1; tail -c 2000 "$d"/workers/gpu0/launchers/build.log 2>&1; } > "$out/launchers_$what.txt"
+  grep -h '"concurrency"' "$d"/events.jsonl > "$out/concurrency_$what.txt" 2>/dev/null
   rm -rf "$out/runs" ;;
 esac
 exit 0

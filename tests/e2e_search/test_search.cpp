@@ -259,6 +259,11 @@ TEST(Search, AsyncScheduleReachesTheSameBestAsRounds) {
   auto async = run_to_end(s, {"--strategy", path, "--kernel-dir", kMatvec}, "runs_async");
   ASSERT_TRUE(async.summary["success"].get<bool>()) << async.summary.dump(2);
   EXPECT_EQ(async.summary["schedule"], "async");
+  // configs/cpu.yaml fixes num_workers; GPU busy is reported beside it.
+  EXPECT_EQ(rounds.summary["num_workers_mode"], "fixed");
+  EXPECT_EQ(rounds.summary["num_workers"], 2);
+  ASSERT_TRUE(rounds.summary["gpu_busy_pct"].is_number()) << rounds.summary.dump(2);
+  EXPECT_GT(rounds.summary["gpu_busy_pct"].get<double>(), 0.0);
   EXPECT_EQ(best_variant(rounds), "mv-v3");
   EXPECT_EQ(best_variant(async), best_variant(rounds));
   EXPECT_EQ(async.programs.at(async.summary["best_program_id"].get<std::string>()).code,

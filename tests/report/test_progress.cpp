@@ -106,6 +106,19 @@ TEST(ProgressLine, AsyncScheduleShowsCandidateProgressAndSlots) {
   EXPECT_THAT(format_progress_line(open_ended, 2), HasSubstr("async gen 3"));
 }
 
+TEST(ProgressLine, AutoConcurrencyFollowsConcurrencyEvents) {
+  progress_state st;
+  update(st, "run_start", {{"schedule", "async"}, {"devices", {0}}, {"num_workers", 4}, {"num_workers_auto", true}}, 0);
+  update(st, "candidate_start", {{"candidate_id", "c1"}, {"round", 1}}, 1);
+  EXPECT_THAT(format_progress_line(st, 2), HasSubstr("1/4 (auto) running"));
+  update(st, "concurrency", {{"num_workers", 29}, {"reason", "auto: 29 (LLM 20.0 s, device 0.75 s per candidate, 1 device)"}}, 3);
+  EXPECT_THAT(format_progress_line(st, 4), HasSubstr("1/29 (auto) running"));
+  progress_state fixed;
+  update(fixed, "run_start", {{"schedule", "async"}, {"num_workers", 6}}, 0);
+  update(fixed, "candidate_start", {{"candidate_id", "c1"}, {"round", 1}}, 1);
+  EXPECT_THAT(format_progress_line(fixed, 2), HasSubstr("1/6 running"));
+}
+
 TEST(ProgressLine, ManySyntheticGpusAreCountedAndTheLineStaysWithin120Columns) {
   progress_state st;
   update(st, "run_start", {{"devices", {0, 1, 2, 3, 4, 5, 6, 7}}, {"max_rounds", 1000}}, 0);

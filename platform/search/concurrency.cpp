@@ -1,0 +1,62 @@
+#include "platform/search/concurrency.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include <fmt/format.h>
+
+namespace kagent::search {
+
+namespace {
+double median(const std::deque<double>& xs) {
+  if (xs.empty()) return 0;
+  std::vector<double> v(xs.begin(), xs.end());
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+}  // namespace
+
+int pipelines_for(double llm_s, double device_s, const concurrency_limits& lim) {
+  const int devices = std::max(1, lim.devices);
+  const int lo = std::max(1, lim.floor);
+  const int hi = std::max(lo, lim.cap);
+  if (!(device_s > 0) || !std::isfinite(device_s) || !std::isfinite(llm_s)) return lo;
+  const double per_device = (std::max(0.0, llm_s) + device_s) / device_s;
+  const double want = std::ceil(devices * per_device) + devices;  // + one waiting per device
+  if (want >= hi) return hi;
+  return std::clamp(static_cast<int>(want), lo, hi);
+}
+
+concurrency_meter::concurrency_meter(concurrency_limits lim, std::size_t window, std::size_t min_samples)
+    : lim_(lim), window_(std::max<std::size_t>(1, window)), min_samples_(std::max<std::size_t>(1, min_samples)) {}
+
+void concurrency_meter::record(double llm_s, double device_s) {
+  if (!(device_s > 0) || !(llm_s >= 0) || !std::isfinite(llm_s) || !std::isfinite(device_s)) return;
+  llm_.push_back(llm_s);
+  device_.push_back(device_s);
+  while (llm_.size() > window_) {
+    llm_.pop_front();
+    device_.pop_front();
+  }
+}
+
+double concurrency_meter::llm_median() const { return median(llm_); }
+double concurrency_meter::device_median() const { return median(device_); }
+
+int concurrency_meter::suggest() const {
+  if (llm_.size() < min_samples_) return std::max(1, lim_.floor);
+  return pipelines_for(llm_median(), device_median(), lim_);
+}
+
+std::string concurrency_meter::reason() const {
+  const int n = suggest();
+  const int d = std::max(1, lim_.devices);
+  if (llm_.size() < min_samples_)
+    return fmt::format("auto: {} (not yet measured; {} device{})", n, d, d == 1 ? "" : "s");
+  return fmt::format("auto: {} (LLM {:.1f} s, device {:.2f} s per candidate, {} device{})", n, llm_median(),
+                     device_median(), d, d == 1 ? "" : "s");
+}
+
+}  // namespace kagent::search

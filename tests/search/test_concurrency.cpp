@@ -1,0 +1,49 @@
+// num_workers: auto — the rule that sizes the pipelines in flight, values in, values out.
+#include <gtest/gtest.h>
+
+#include <limits>
+
+#include "platform/search/concurrency.hpp"
+
+using kagent::search::concurrency_limits;
+using kagent::search::concurrency_meter;
+using kagent::search::pipelines_for;
+
+TEST(Concurrency, ASlowLlmNeedsEnoughPipelinesToKeepTheDeviceFed) {
+  // 20 s LLM, 0.75 s on the device: (20 + 0.75) / 0.75 = 27.7 per device, + 1 waiting.
+  EXPECT_EQ(pipelines_for(20.0, 0.75, {1, 4, 64}), 29);
+  // Two devices need twice as many.
+  EXPECT_EQ(pipelines_for(20.0, 0.75, {2, 4, 64}), 58);
+  // A device-bound run (instant LLM) keeps the old default: more would only plan from a stale beam.
+  EXPECT_EQ(pipelines_for(0.01, 0.75, {1, 4, 64}), 4);
+  EXPECT_EQ(pipelines_for(0.0, 10.0, {8, 4, 64}), 16);  // 8 busy + 8 waiting
+}
+
+TEST(Concurrency, BoundedByTheCapAndUnmeasuredIsTheFloor) {
+  EXPECT_EQ(pipelines_for(120.0, 0.2, {4, 4, 64}), 64);
+  EXPECT_EQ(pipelines_for(120.0, 0.2, {1, 4, 3}), 4);  // a cap below the floor: the floor
+  EXPECT_EQ(pipelines_for(20.0, 0.0, {1, 4, 64}), 4);
+  EXPECT_EQ(pipelines_for(20.0, -1.0, {1, 4, 64}), 4);
+  EXPECT_EQ(pipelines_for(std::numeric_limits<double>::infinity(), 1.0, {1, 4, 64}), 4);
+}
+
+TEST(Concurrency, TheMeterUsesMediansOfTheLastCandidates) {
+  concurrency_meter m({1, 4, 64}, /*window=*/4, /*min_samples=*/2);
+  EXPECT_EQ(m.suggest(), 4);
+  EXPECT_NE(m.reason().find("not yet measured"), std::string::npos);
+  m.record(20.0, 0.75);
+  EXPECT_EQ(m.suggest(), 4);  // one sample is not a measurement
+  m.record(20.0, 0.75);
+  EXPECT_EQ(m.suggest(), 29);
+  EXPECT_NE(m.reason().find("LLM 20.0 s, device 0.75 s"), std::string::npos) << m.reason();
+  // Candidates that never reached a device say nothing about device time.
+  m.record(20.0, 0.0);
+  m.record(-1.0, 0.5);
+  EXPECT_EQ(m.samples(), 2u);
+  // An outlier does not move a median; the window forgets old samples.
+  m.record(600.0, 0.75);
+  EXPECT_EQ(m.suggest(), 29);
+  for (int i = 0; i < 4; ++i) m.record(1.0, 1.0);
+  EXPECT_EQ(m.samples(), 4u);
+  EXPECT_EQ(m.suggest(), 4);
+}
