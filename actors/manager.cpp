@@ -597,7 +597,7 @@ caf::behavior manager_actor(caf::event_based_actor* self, context_ptr ctx, caf::
     st->llm_s += res.llm_s;
     if (st->meter) {
       st->meter->record(res.llm_s, res.device_s);
-      if (const int n = st->meter->suggest(); n != st->slots) {
+      if (const int n = st->meter->next(st->slots); n != st->slots) {
         st->slots = n;
         emit("concurrency", {{"num_workers", n}, {"reason", st->meter->reason()}});
       }

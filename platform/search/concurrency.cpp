@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <vector>
 
 #include <fmt/format.h>
@@ -48,6 +49,12 @@ double concurrency_meter::device_median() const { return median(device_); }
 int concurrency_meter::suggest() const {
   if (llm_.size() < min_samples_) return std::max(1, lim_.floor);
   return pipelines_for(llm_median(), device_median(), lim_);
+}
+
+int concurrency_meter::next(int current) const {
+  const int n = suggest();
+  const int step = std::max(2, current / 4);
+  return std::abs(n - current) >= step ? n : current;
 }
 
 std::string concurrency_meter::reason() const {

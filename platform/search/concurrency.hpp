@@ -34,6 +34,10 @@ class concurrency_meter {
   /// no LLM reply (llm_s < 0) are ignored.
   void record(double llm_s, double device_s);
   int suggest() const;
+  /// What to run with now, given `current`: suggest() once it differs from `current` by at least
+  /// max(2, current / 4), else `current` (medians of a few samples flicker; on the H200 a run
+  /// alternated 4 and 5 every candidate without this).
+  int next(int current) const;
   double llm_median() const;     ///< 0 without samples
   double device_median() const;  ///< 0 without samples
   std::size_t samples() const { return llm_.size(); }

@@ -47,3 +47,17 @@ TEST(Concurrency, TheMeterUsesMediansOfTheLastCandidates) {
   EXPECT_EQ(m.samples(), 4u);
   EXPECT_EQ(m.suggest(), 4);
 }
+
+TEST(Concurrency, SmallSwingsDoNotResizeThePipelines) {
+  concurrency_meter m({1, 4, 64}, 16, 2);
+  m.record(30.0, 12.0);
+  m.record(30.0, 12.0);
+  EXPECT_EQ(m.suggest(), 5);   // ceil(42 / 12) + 1
+  EXPECT_EQ(m.next(4), 4);     // one more is not worth an event
+  EXPECT_EQ(m.next(29), 5);    // a real change is taken at once
+  concurrency_meter slow({1, 4, 64}, 16, 2);
+  slow.record(20.0, 0.75);
+  slow.record(20.0, 0.75);
+  EXPECT_EQ(slow.next(4), 29);
+  EXPECT_EQ(slow.next(27), 27);  // within a quarter
+}
