@@ -12,6 +12,7 @@
 #include "platform/common/errors.hpp"
 #include "platform/config/config.hpp"
 #include "platform/gpu/gpu_name.hpp"
+#include "platform/gpu/listing.hpp"
 #include "platform/gpu/selection.hpp"
 #include "platform/gpu/specs.hpp"
 
@@ -72,7 +73,31 @@ int run_gpus(const gpus_options& o) {
     if (!o.python.empty()) python = o.python;
 
     const env_map env = current_environment();
-    const auto sel = detect_gpus(req, env, tool_locations::from_env(env, python));
+    const auto where = tool_locations::from_env(env, python);
+    gpu_selection sel;
+    try {
+      sel = detect_gpus(req, env, where);
+    } catch (const user_error& e) {
+      if (std::string{e.what()} != err_no_gpu) throw;
+      // No device: say what was looked for and what to run instead, in the format asked for.
+      const std::string nv = find_nvidia_smi(where), amd = find_amd_smi(where);
+      const std::string looked = fmt::format(
+          "looked for NVIDIA GPUs with {} and AMD GPUs with {}", nv.empty() ? "nvidia-smi (not on PATH)" : nv,
+          amd.empty() ? fmt::format("amd-smi (not on PATH, beside {} or in {}/bin)", python, where.rocm_dir) : amd);
+      const std::string hint = "without a GPU, run the CPU platform: kagent-actors --strategy cpu --kernel-dir DIR";
+      if (o.json) {
+        nlohmann::ordered_json j;
+        j["vendor"] = nullptr;
+        j["ids"] = nlohmann::ordered_json::array();
+        j["devices"] = nlohmann::ordered_json::array();
+        j["reason"] = e.what();
+        j["looked_for"] = looked;
+        j["suggestion"] = hint;
+        std::cout << j.dump(2) << "\n";
+      }
+      std::cerr << "error: " << e.what() << " (" << looked << ")\n" << hint << "\n";
+      return 2;
+    }
     const auto platform = apply_detected_vendor(req.platform, sel);
 
     // The name the run would hand the specs provider; an unknown device is reported, not fatal here.

@@ -4,14 +4,46 @@
 #include <fmt/format.h>
 
 #include <iostream>
+#include <string>
+#include <vector>
 
 #include "actors/runtime.hpp"
 #include "app/command.hpp"
 #include "app/run_command.hpp"
 #include "platform/common/env.hpp"
 #include "platform/common/errors.hpp"
+#include "platform/common/suggest.hpp"
 
 namespace kagent::app {
+namespace {
+void option_names(const CLI::App& a, std::vector<std::string>& out) {
+  for (const auto* opt : a.get_options())
+    for (const auto& l : opt->get_lnames()) out.push_back("--" + l);
+}
+}  // namespace
+
+/// After a parse error: "did you mean --max-rounds?" for each unexpected argument that is close to a
+/// flag, or to a subcommand when it is a word.
+void suggest_for_leftovers(CLI::App& app, std::ostream& err) {
+  std::vector<std::string> flags, commands;
+  option_names(app, flags);
+  for (const auto* sub : app.get_subcommands([](const CLI::App*) { return true; })) {
+    commands.push_back(sub->get_name());
+    option_names(*sub, flags);
+  }
+  std::vector<std::string> left = app.remaining();
+  for (const auto* sub : app.get_subcommands()) {
+    auto more = sub->remaining();
+    left.insert(left.end(), more.begin(), more.end());
+  }
+  for (const auto& arg : left) {
+    const bool flag = arg.rfind("-", 0) == 0;
+    const std::string word = flag ? arg.substr(0, arg.find('=')) : arg;
+    if (auto n = nearest(word, flag ? flags : commands))
+      err << "kagent-actors: unknown " << (flag ? "flag " : "argument ") << word << "; did you mean " << *n << "?\n";
+  }
+}
+
 std::vector<command_entry>& command_registry() {
   static std::vector<command_entry> entries;
   return entries;
@@ -34,6 +66,7 @@ int main(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     const int rc = app.exit(e);
+    if (rc != 0) kagent::app::suggest_for_leftovers(app, std::cerr);
     return rc == 0 ? 0 : 2;
   }
   if (!app.get_subcommands().empty()) return exit_code;

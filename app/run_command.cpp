@@ -18,7 +18,22 @@ void add_run_options(CLI::App& app, run_options& o) {
   app.add_option("--kernel-dir", o.kernel_dir, "kernel directory: input.py, problem.py, test.py");
   app.add_option("--strategy", o.strategy, "strategy config name (configs/<name>.yaml, $KAGENT_CONFIG_DIR), a .yaml path, or 'all'")
       ->capture_default_str();
-  app.add_option("--max-rounds", o.max_rounds, "override the config's max_rounds")->check(CLI::PositiveNumber);
+  app.add_option("--max-rounds", o.max_rounds, "override the config's max_rounds")
+      ->check(CLI::Validator(
+          [](std::string& v) -> std::string {
+            // CLI's PositiveNumber printed "not in range 0.000000 to 1797693...": say the real range.
+            long long n = 0;
+            std::size_t used = 0;
+            try {
+              n = std::stoll(v, &used);
+            } catch (const std::exception&) {
+              used = 0;
+            }
+            if (used != v.size() || v.empty() || n < 1 || n > limits::max_rounds)
+              return fmt::format("expected an integer from 1 to {}, got '{}'", limits::max_rounds, v);
+            return {};
+          },
+          "1.." + std::to_string(limits::max_rounds)));
   app.add_option("--run-dir", o.run_dir, "where run directories are created")->capture_default_str();
   app.add_option("--resume", o.resume, "continue the run in RUN_DIR");
   app.add_option("--model", o.model, "LLM model (overrides openai_model and llm.model)");

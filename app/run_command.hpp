@@ -9,7 +9,7 @@ namespace kagent::app {
 
 struct run_options {
   std::string kernel_dir;
-  std::string strategy = "noop";
+  std::string strategy = "beam_search";  ///< as the README says; `noop` is the explicit dry run
   int max_rounds = 0;           ///< 0: the config's
   std::string run_dir = ".optimize";
   std::string resume;

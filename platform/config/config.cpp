@@ -1,6 +1,7 @@
 #include "platform/config/config.hpp"
 
 #include "platform/common/env.hpp"
+#include "platform/common/suggest.hpp"
 
 #include <yaml-cpp/yaml.h>
 
@@ -79,8 +80,8 @@ public:
       if (std::find(allowed.begin(), allowed.end(), key) == allowed.end()) {
         std::string list;
         for (const auto& a : allowed) list += (list.empty() ? "" : ", ") + a;
-        fail(it->first, fmt::format("unknown key '{}'{}; expected one of: {}", key,
-                                    section.empty() ? "" : " in '" + section + "'", list));
+        fail(it->first, fmt::format("unknown key '{}'{}{}; expected one of: {}", key,
+                                    section.empty() ? "" : " in '" + section + "'", did_you_mean(key, allowed), list));
       }
       if (!seen.insert(key).second) fail(it->first, fmt::format("duplicate key '{}'", qualify(section, key)));
     }
@@ -453,11 +454,16 @@ run_config load_strategy(const std::string& name, const std::vector<std::string>
   auto it = all.find(name);
   if (it == all.end()) {
     std::string list;
-    for (const auto& [k, v] : all) list += (list.empty() ? "" : ", ") + k;
+    std::vector<std::string> names;
+    for (const auto& [k, v] : all) {
+      list += (list.empty() ? "" : ", ") + k;
+      names.push_back(k);
+    }
     std::string where;
     for (const auto& d : dirs) where += (where.empty() ? "" : ", ") + d;
-    throw user_error(fmt::format("--strategy: unknown strategy '{}'; expected one of: {} (searched {})", name,
-                                 list.empty() ? "(none)" : list, where.empty() ? "no directories" : where));
+    throw user_error(fmt::format("--strategy: unknown strategy '{}'{}; expected one of: {} (searched {})", name,
+                                 did_you_mean(name, names), list.empty() ? "(none)" : list,
+                                 where.empty() ? "no directories" : where));
   }
   return load_config_file(it->second);
 }

@@ -124,6 +124,22 @@ TEST(Cli, UnknownStrategyListsTheKnownOnes) {
   EXPECT_NE(r.err.find("noop"), std::string::npos);
 }
 
+TEST(Cli, TyposGetADidYouMeanAndRangesReadAsRanges) {
+  auto s = run({"--strategy", "nvidai", "--kernel-dir", matvec});
+  EXPECT_EQ(s.exit_code, 2);
+  EXPECT_NE(s.err.find("unknown strategy 'nvidai'; did you mean 'nvidia'?"), std::string::npos) << s.err;
+  auto f = run({"--max-round", "3", "--kernel-dir", matvec});
+  EXPECT_EQ(f.exit_code, 2);
+  EXPECT_NE(f.err.find("unknown flag --max-round; did you mean --max-rounds?"), std::string::npos) << f.err;
+  auto c = run({"gpuz"});
+  EXPECT_EQ(c.exit_code, 2);
+  EXPECT_NE(c.err.find("did you mean gpus?"), std::string::npos) << c.err;
+  auto z = run({"--max-rounds", "0", "--kernel-dir", matvec});
+  EXPECT_EQ(z.exit_code, 2);
+  EXPECT_NE(z.err.find("expected an integer from 1 to 10000, got '0'"), std::string::npos) << z.err;
+  EXPECT_LT(z.err.size(), 300u) << z.err;  // no 300-digit bound
+}
+
 TEST(Cli, VersionHelpAndListStrategies) {
   auto v = run({"--version"});
   EXPECT_EQ(v.exit_code, 0);

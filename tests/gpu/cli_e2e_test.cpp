@@ -191,6 +191,14 @@ TEST_F(GpusCli, NoopNeedsNoGpuAndNothingListedStops) {
   r = gpus("mixed_node.json", {}, {});
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("no GPU visible"), std::string::npos) << r.err;
+  // What was looked for and what to run instead; with --json the answer is still JSON.
+  EXPECT_NE(r.err.find("looked for NVIDIA GPUs with nvidia-smi (not on PATH)"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("--strategy cpu"), std::string::npos) << r.err;
+  const auto doc = json::parse(r.out, nullptr, false);
+  ASSERT_TRUE(doc.is_object()) << r.out;
+  EXPECT_TRUE(doc["devices"].empty());
+  EXPECT_TRUE(doc["vendor"].is_null());
+  EXPECT_NE(doc["suggestion"].get<std::string>().find("--strategy cpu"), std::string::npos);
 }
 
 TEST_F(GpusCli, ExplicitGpuIdsSkipDetection) {
