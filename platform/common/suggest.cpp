@@ -50,7 +50,7 @@ std::optional<std::string> nearest(const std::string& word, const std::vector<st
 
 std::string did_you_mean(const std::string& word, const std::vector<std::string>& candidates, const std::string& quote) {
   auto n = nearest(word, candidates);
-  return n ? "; did you mean " + quote + *n + quote + "?" : "";
+  return n ? " (did you mean " + quote + *n + quote + "?)" : "";
 }
 
 }  // namespace kagent

@@ -14,7 +14,7 @@ std::size_t edit_distance(const std::string& a, const std::string& b);
 /// Case is ignored; a candidate equal to `word` is not a suggestion.
 std::optional<std::string> nearest(const std::string& word, const std::vector<std::string>& candidates);
 
-/// "; did you mean 'X'?" (with `quote` around X) or "" when nothing is close.
+/// " (did you mean 'X'?)" (with `quote` around X) or "" when nothing is close.
 std::string did_you_mean(const std::string& word, const std::vector<std::string>& candidates,
                          const std::string& quote = "'");
 

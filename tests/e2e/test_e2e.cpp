@@ -127,7 +127,7 @@ TEST(Cli, UnknownStrategyListsTheKnownOnes) {
 TEST(Cli, TyposGetADidYouMeanAndRangesReadAsRanges) {
   auto s = run({"--strategy", "nvidai", "--kernel-dir", matvec});
   EXPECT_EQ(s.exit_code, 2);
-  EXPECT_NE(s.err.find("unknown strategy 'nvidai'; did you mean 'nvidia'?"), std::string::npos) << s.err;
+  EXPECT_NE(s.err.find("unknown strategy 'nvidai' (did you mean 'nvidia'?)"), std::string::npos) << s.err;
   auto f = run({"--max-round", "3", "--kernel-dir", matvec});
   EXPECT_EQ(f.exit_code, 2);
   EXPECT_NE(f.err.find("unknown flag --max-round; did you mean --max-rounds?"), std::string::npos) << f.err;
