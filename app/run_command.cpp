@@ -18,22 +18,10 @@ void add_run_options(CLI::App& app, run_options& o) {
   app.add_option("--kernel-dir", o.kernel_dir, "kernel directory: input.py, problem.py, test.py");
   app.add_option("--strategy", o.strategy, "strategy config name (configs/<name>.yaml, $KAGENT_CONFIG_DIR), a .yaml path, or 'all'")
       ->capture_default_str();
-  app.add_option("--max-rounds", o.max_rounds, "override the config's max_rounds")
-      ->check(CLI::Validator(
-          [](std::string& v) -> std::string {
-            // CLI's PositiveNumber printed "not in range 0.000000 to 1797693...": say the real range.
-            long long n = 0;
-            std::size_t used = 0;
-            try {
-              n = std::stoll(v, &used);
-            } catch (const std::exception&) {
-              used = 0;
-            }
-            if (used != v.size() || v.empty() || n < 1 || n > limits::max_rounds)
-              return fmt::format("expected an integer from 1 to {}, got '{}'", limits::max_rounds, v);
-            return {};
-          },
-          "1.." + std::to_string(limits::max_rounds)));
+  // Range-checked where the config is applied (one "kagent-actors: error:" line, like every bad value;
+  // CLI's PositiveNumber printed a 300-digit bound).
+  app.add_option("--max-rounds", o.max_rounds, "override the config's max_rounds (1 to "
+                 + std::to_string(limits::max_rounds) + ")");
   app.add_option("--run-dir", o.run_dir, "where run directories are created")->capture_default_str();
   app.add_option("--resume", o.resume, "continue the run in RUN_DIR");
   app.add_option("--model", o.model, "LLM model (overrides openai_model and llm.model)");
@@ -46,9 +34,9 @@ void add_run_options(CLI::App& app, run_options& o) {
 namespace {
 
 void apply_overrides(run_config& cfg, const run_options& o) {
-  if (o.max_rounds > limits::max_rounds)
+  if (o.max_rounds != run_options::unset && (o.max_rounds < 1 || o.max_rounds > limits::max_rounds))
     throw user_error(fmt::format("--max-rounds {}: expected 1 to {}", o.max_rounds, limits::max_rounds));
-  if (o.max_rounds > 0) cfg.max_rounds = o.max_rounds;
+  if (o.max_rounds != run_options::unset) cfg.max_rounds = o.max_rounds;
   if (!o.model.empty()) {
     cfg.openai_model = o.model;
     cfg.llm.model = o.model;

@@ -2,6 +2,7 @@
 // The root command: run one strategy (or all that fit this host) on a kernel directory.
 #include <CLI/CLI.hpp>
 
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -10,7 +11,8 @@ namespace kagent::app {
 struct run_options {
   std::string kernel_dir;
   std::string strategy = "beam_search";  ///< as the README says; `noop` is the explicit dry run
-  int max_rounds = 0;           ///< 0: the config's
+  static constexpr int unset = std::numeric_limits<int>::min();
+  int max_rounds = unset;       ///< unset: the config's
   std::string run_dir = ".optimize";
   std::string resume;
   std::string model;
