@@ -105,6 +105,19 @@ def extract(md):
     return m.group(1) if m else md
 
 
+def write_candidate(name, kernel_dir, candidates, tmp):
+    """(path, code) of candidate `name` written into `tmp`: input.py from the kernel directory, an
+    .md reply of the replay set by its code block."""
+    src = os.path.join(kernel_dir, name) if name == "input.py" else os.path.join(candidates, name)
+    with open(src) as f:
+        text = f.read()
+    code = text if name.endswith(".py") else extract(text)
+    path = os.path.join(tmp, name.replace(".md", ".py").replace("input.py", "start.py"))
+    with open(path, "w") as f:
+        f.write(code)
+    return path, code
+
+
 def run(child, kernel_dir, path, cache, mode="plain"):
     env = dict(os.environ, TRITON_CACHE_DIR=cache)
     p = subprocess.run([sys.executable, child, str(ROOT), os.path.join(kernel_dir, "problem.py"), path, mode],
@@ -138,11 +151,7 @@ def main():
         f.write(CHILD)
     rows = {}
     for name in a.only.split(","):
-        src = os.path.join(a.kernel_dir, name) if name == "input.py" else os.path.join(a.candidates, name)
-        code = open(src).read() if name.endswith(".py") else extract(open(src).read())
-        path = os.path.join(tmp, name.replace(".md", ".py").replace("input.py", "start.py"))
-        with open(path, "w") as f:
-            f.write(code)
+        path, _ = write_candidate(name, a.kernel_dir, a.candidates, tmp)
         cold = os.path.join(tmp, name + ".cold")
         r = {"cold": run(child, a.kernel_dir, path, cold)}
         r["cache_entries"] = sorted(sorted(os.listdir(os.path.join(cold, d))) for d in os.listdir(cold))

@@ -19,7 +19,6 @@ import json
 import os
 import pathlib
 import random
-import re
 import statistics
 import sys
 import tempfile
@@ -27,11 +26,7 @@ import tempfile
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "harness"))
 import harness_core as core  # noqa: E402
-
-
-def extract(md):
-    m = re.search(r"```python\n(.*?)```", md, re.S)
-    return m.group(1) if m else md
+from probe_compile import write_candidate  # noqa: E402 - same directory
 
 
 def main():
@@ -60,11 +55,7 @@ def main():
     tmp = tempfile.mkdtemp(prefix="probe-timing-")
     report = {}
     for name in a.only.split(","):
-        src = os.path.join(a.kernel_dir, name) if name == "input.py" else os.path.join(a.candidates, name)
-        code = open(src).read() if name.endswith(".py") else extract(open(src).read())
-        path = os.path.join(tmp, name.replace(".md", ".py").replace("input.py", "start.py"))
-        with open(path, "w") as f:
-            f.write(code)
+        path, code = write_candidate(name, a.kernel_dir, a.candidates, tmp)
         cand = core.load_candidate(path, code)
         args, kwargs = core.bind_arguments(cand.fn, inputs, problem.named)
 
