@@ -32,6 +32,11 @@ struct run_context {
   double test_timeout_s = 30;
   std::string llm_record_dir;
   std::shared_ptr<llm_provider> llm;    ///< the LLM provider (recording wrapper included), built at start-up
+  /// What was resolved for the run's default model, for the start line: provider, model, endpoint
+  /// (base URL, or the replay directory), why this provider, and the variable the key came from.
+  struct llm_choice {
+    std::string provider, model, endpoint, reason, key_env;
+  } llm_chosen;
   bool resume = false;
   bool verbose = false;
   std::vector<std::string> notes;       ///< start-up decisions worth an event (device choice, gpu_name)

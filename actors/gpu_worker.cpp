@@ -556,6 +556,15 @@ caf::behavior gpu_worker_actor(caf::event_based_actor* self, context_ptr ctx, in
         r.error = fmt::format("candidate exceeded candidate_timeout_s={}", ctx->cfg.candidate_timeout_s);
         rp.deliver(r);
       },
+      [=](interrupt_atom, int) {
+        // The run is stopping: every candidate of this device ends now, with no result (the manager
+        // leaves them pending for --resume). Their child processes are killed by the runtime next.
+        for (auto& [id, c] : st->handles) self->send_exit(c, caf::exit_reason::kill);
+        st->handles.clear();
+        st->running.clear();
+        st->specs.clear();
+        return true;
+      },
       [=](const evaluate& e) {
         // The manager's own device work (the initial kernel and the references) queues behind the
         // candidates' on the same evaluator, so one device never runs two timings at once.

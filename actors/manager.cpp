@@ -13,6 +13,7 @@
 
 #include "actors/actors.hpp"
 #include "actors/strategy.hpp"
+#include "platform/common/stop.hpp"
 #include "platform/gpu/specs.hpp"
 #include "platform/search/concurrency.hpp"
 #include "platform/nvidia/nvidia_roofline.hpp"
@@ -62,6 +63,9 @@ struct manager_state {
   bool async = false;
   double eager = -1, compile = -1, initial = -1;
   bool finished = false;
+  int interrupted_by = 0;  ///< the signal that interrupted the run (0: none)
+  /// Parent analyses in flight: their requests wait without a timeout, so the end of the run ends them.
+  std::map<std::string, caf::actor> analysts;
   bool resumed = false;
   bool stop_requested = false;
   bool final_profile_requested = false;
@@ -169,8 +173,15 @@ caf::behavior manager_actor(caf::event_based_actor* self, context_ptr ctx, caf::
     store::run_directory rd = store::run_directory::open_existing(run_path);
     auto best = fastest_verified();
     nlohmann::json s;
-    s["success"] = success && best && best->time_ms >= 0;
+    const bool interrupted = st->interrupted_by != 0;
+    s["success"] = !interrupted && success && best && best->time_ms >= 0;
     if (!error.empty()) s["error"] = error;
+    s["run_state"] = interrupted ? "interrupted" : s["success"].get<bool>() ? "finished" : "failed";
+    if (interrupted) {
+      s["interrupted"] = true;
+      s["interrupted_by"] = stop_signal_name(st->interrupted_by);
+      s["resume_command"] = "kagent-actors --resume " + ctx->run_path;
+    }
     s["strategy"] = ctx->cfg.name;
     s["search"] = st->strategy->name();
     s["schedule"] = st->async ? "async" : "rounds";
@@ -189,7 +200,8 @@ caf::behavior manager_actor(caf::event_based_actor* self, context_ptr ctx, caf::
     s["eager_ms"] = num_or_null(st->eager);
     s["compile_ms"] = num_or_null(st->compile);
     s["initial_ms"] = num_or_null(st->initial);
-    if (s["success"].get<bool>()) {
+    // An interrupted run still names its best so far (and writes it): hours of search are not lost.
+    if (s["success"].get<bool>() || (interrupted && best && best->time_ms >= 0 && best->id != "initial")) {
       s["best_ms"] = best->time_ms;
       s["best_program_id"] = best->id;
       if (auto rec = st->db->get_program(best->id); rec && rec->floor_pct) s["best_floor_pct"] = *rec->floor_pct;
@@ -246,12 +258,14 @@ caf::behavior manager_actor(caf::event_based_actor* self, context_ptr ctx, caf::
       s["gpu_busy_pct"] = wall > 0 ? nlohmann::json(100.0 * st->device_s / (wall * devices)) : nlohmann::json(nullptr);
     }
     rd.write_summary(s);
-    st->db->set_state(store::state_key::status, s["success"].get<bool>() ? "finished" : "failed");
-    emit("run_end", {{"success", s["success"]}, {"best_ms", s["best_ms"]}, {"error", error}});
-    const int code = s["success"].get<bool>() ? 0 : 1;
+    st->db->set_state(store::state_key::status, s["run_state"].get<std::string>());
+    emit("run_end", {{"success", s["success"]}, {"best_ms", s["best_ms"]}, {"error", error},
+                     {"run_state", s["run_state"]}});
+    const int code = interrupted ? 130 : s["success"].get<bool>() ? 0 : 1;
     // A normal exit does not take linked or monitored actors with it in CAF 0.17: shut every child
     // down explicitly, or the actor system would wait for them forever.
     auto shutdown = [=] {
+      for (auto& [pid, a] : st->analysts) self->send_exit(a, caf::exit_reason::user_shutdown);
       for (auto& w : st->workers) self->send_exit(w.actor, caf::exit_reason::user_shutdown);
       self->send_exit(st->llm, caf::exit_reason::user_shutdown);
       self->send_exit(st->reporter, caf::exit_reason::user_shutdown);
@@ -291,6 +305,7 @@ caf::behavior manager_actor(caf::event_based_actor* self, context_ptr ctx, caf::
                   std::chrono::milliseconds(static_cast<long>(ctx->cfg.candidate_timeout_s * 1000)), p)
         .then(
             [=](const profile_result& pr) {
+              if (st->finished) return;
               st->device_s += pr.wall_s;
               nlohmann::json prof = nullptr;
               if (pr.available && pr.ok) {
@@ -386,6 +401,7 @@ caf::behavior manager_actor(caf::event_based_actor* self, context_ptr ctx, caf::
     st->analyzing.insert(pid);
     const size_t k = least_loaded();
     auto a = self->spawn(parent_analysis_actor, ctx, st->workers[k].actor, st->llm);
+    st->analysts[pid] = a;
     analyze_parent req;
     req.parent_id = pid;
     req.code = spec.parent_code;
@@ -400,6 +416,8 @@ caf::behavior manager_actor(caf::event_based_actor* self, context_ptr ctx, caf::
     self->request(a, std::chrono::milliseconds(static_cast<long>(budget * 1000)), req)
         .then(
             [=](const parent_analysis& pa) {
+              st->analysts.erase(pid);
+              if (st->finished) return;  // interrupted: analysed again after --resume
               auto j = nlohmann::json::parse(pa.analysis_json, nullptr, false);
               if (j.is_discarded()) j = {{"profile", nullptr}, {"bottlenecks", nlohmann::json::array()}, {"source", "none"}};
               st->analysis[pid] = j;
@@ -419,6 +437,8 @@ caf::behavior manager_actor(caf::event_based_actor* self, context_ptr ctx, caf::
               (*pump)();
             },
             [=](caf::error& err) {
+              st->analysts.erase(pid);
+              if (st->finished) return;
               // No analysis: the candidates still run, with the direction left to the model.
               nlohmann::json j{{"profile", nullptr}, {"bottlenecks", nlohmann::json::array()}, {"source", "none"},
                                {"error", to_string(err)}};
@@ -587,6 +607,7 @@ caf::behavior manager_actor(caf::event_based_actor* self, context_ptr ctx, caf::
   };
 
   *on_result = [=](const candidate_result& res) {
+    if (st->interrupted_by != 0) return;  // stays pending: --resume runs it again
     auto it = st->inflight.find(res.candidate_id);
     if (it == st->inflight.end()) return;  // already recorded (its worker went down first)
     auto& w = st->workers[static_cast<size_t>(it->second.worker)];
@@ -759,6 +780,7 @@ caf::behavior manager_actor(caf::event_based_actor* self, context_ptr ctx, caf::
     self->request(st->workers.front().actor, timeout, evaluate{"initial", ctx->input_code, "initial", work_dir})
         .then(
             [=](const evaluation& e) {
+              if (st->finished) return;  // interrupted: the initial kernel stays pending
               st->eager = e.eager_ms;
               st->compile = e.compile_ms;
               st->device_s += e.wall_s;
@@ -924,6 +946,9 @@ caf::behavior manager_actor(caf::event_based_actor* self, context_ptr ctx, caf::
                            {"schedule", st->async ? "async" : "rounds"}, {"num_workers", st->slots},
                            {"num_workers_auto", st->meter.has_value()},
                            {"resume", ctx->resume}, {"sandbox", ctx->sandbox_mode},
+                           {"llm", {{"provider", ctx->llm_chosen.provider}, {"model", ctx->llm_chosen.model},
+                                    {"endpoint", ctx->llm_chosen.endpoint}, {"reason", ctx->llm_chosen.reason},
+                                    {"key_env", ctx->llm_chosen.key_env}}},
                            {"sandbox_warning", ctx->sandbox_warning}});
         for (const auto& n : ctx->notes) emit("note", {{"what", n}});
         st->db->set_states({{store::state_key::status, "running"}, {store::state_key::kernel_dir, ctx->kernel_dir},
@@ -934,6 +959,27 @@ caf::behavior manager_actor(caf::event_based_actor* self, context_ptr ctx, caf::
         }
         save_modes();
         start_fresh();
+      },
+      [=](interrupt_atom, int sig) -> caf::result<bool> {
+        // Ctrl-C / SIGTERM: nothing new starts and no result is recorded from now on (what is in
+        // flight stays pending in program.db, so --resume runs it again). The workers end their
+        // candidates before the answer goes out; only then does the runtime kill the children.
+        if (st->finished) return false;
+        st->interrupted_by = sig;
+        emit("interrupted", {{"signal", stop_signal_name(sig)}, {"in_flight", st->inflight.size()},
+                             {"queued", st->queue.size()}});
+        auto rp = self->make_response_promise<bool>();
+        auto left = std::make_shared<size_t>(st->workers.size());
+        auto done = [=]() mutable {
+          if (*left > 0 && --*left > 0) return;
+          rp.deliver(true);
+        };
+        finish_now(false, fmt::format("interrupted by {}", stop_signal_name(sig)));
+        if (st->workers.empty()) rp.deliver(true);
+        for (auto& w : st->workers)
+          self->request(w.actor, std::chrono::seconds(2), interrupt_atom::value, sig)
+              .then([=](bool) mutable { done(); }, [=](caf::error&) mutable { done(); });
+        return rp;
       },
       [=](const profiling_failed& pf) {
         // Supervision: a profile failed on one device. On ROCm that device's session turns synthetic

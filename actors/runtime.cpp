@@ -3,13 +3,16 @@
 #include <caf/all.hpp>
 #include <fmt/format.h>
 
+#include <csignal>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <sstream>
 #include <thread>
 
 #include "actors/actors.hpp"
 #include "platform/common/errors.hpp"
+#include "platform/common/stop.hpp"
 #include "platform/common/redact.hpp"
 #include "platform/gpu/gpu_name.hpp"
 #include "platform/gpu/selection.hpp"
@@ -174,6 +177,9 @@ run_outcome run_optimization(const run_request& req) {
     auto llm_env = merge_env(merge_env(env, scrubbed_secrets()), dotenv);
     auto settings = resolve_provider(ctx->cfg.llm, ctx->cfg.openai_model, llm_env);
     register_secret(settings.api_key_env, settings.api_key);  // also when it came from .env
+    ctx->llm_chosen = {settings.provider, settings.model,
+                       settings.provider == "replay" ? settings.replay_dir : settings.base_url, settings.reason,
+                       settings.api_key_env};
     if (!settings.api_key_env.empty()) ctx->child_env.erase(settings.api_key_env);
     ctx->llm = make_provider(settings);
     if (!ctx->llm_record_dir.empty())
@@ -205,6 +211,13 @@ run_outcome run_optimization(const run_request& req) {
     }
   } inductor_guard{fs::path(ctx->run_path) / "workers"};
 
+  // Ctrl-C / SIGTERM from here on: the first is handled below (a graceful stop), a second ends the
+  // process at once (platform/common/stop.hpp). The handlers go when the run is over.
+  install_stop_handlers();
+  struct restore_signals {
+    ~restore_signals() { remove_stop_handlers(); }
+  } signals_guard;
+
   system_config cfg;
   caf::actor_system sys{cfg};
   {
@@ -213,6 +226,21 @@ run_outcome run_optimization(const run_request& req) {
     waiter->monitor(mgr);
     waiter->send(mgr, start_atom::value);
     bool done = false;
+    bool stopping = false;
+    auto on_signal = [&] {
+      const int sig = stop_signal();
+      if (sig == 0 || stopping) return;
+      stopping = true;
+      std::cerr << "\nkagent-actors: " << stop_signal_name(sig)
+                << ": stopping (in-flight candidates end now and stay pending for --resume; press Ctrl-C again "
+                   "to quit at once)\n";
+      // The manager stops recording results and its workers end their candidates; only then are the
+      // children killed, so nothing that dies of the stop is recorded as a failure.
+      waiter->request(mgr, std::chrono::seconds(5), interrupt_atom::value, sig)
+          .receive([](bool) {}, [](caf::error&) {});
+      request_stop();
+      signal_child_groups(SIGKILL);
+    };
     while (!done) {
       waiter->receive(
           [&](finish_atom, int code, const std::string& summary) {
@@ -225,7 +253,8 @@ run_outcome run_optimization(const run_request& req) {
             out.exit_code = 1;
             out.error = "the manager failed: " + sys.render(dm.reason);
             done = true;
-          });
+          },
+          caf::after(std::chrono::milliseconds(100)) >> on_signal);
     }
   }
   return out;

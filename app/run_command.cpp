@@ -25,6 +25,11 @@ void add_run_options(CLI::App& app, run_options& o) {
   app.add_option("--run-dir", o.run_dir, "where run directories are created")->capture_default_str();
   app.add_option("--resume", o.resume, "continue the run in RUN_DIR");
   app.add_option("--model", o.model, "LLM model (overrides openai_model and llm.model)");
+  app.add_option("--provider", o.provider,
+                 "LLM provider: anthropic, openai, openai_responses, openai_compatible, relay or replay "
+                 "(overrides llm.provider; default: chosen from the model and the keys you have)");
+  app.add_option("--base-url", o.base_url, "LLM endpoint base URL (e.g. http://localhost:8000/v1 for vLLM)");
+  app.add_option("--budget-usd", o.budget_usd, "stop spending on LLM calls past this many US dollars (llm.budget_usd)");
   app.add_option("--gpu-ids", o.gpu_ids, "comma-separated device ids (skips detection), e.g. 0,1");
   app.add_option("--llm-record", o.llm_record, "record every LLM request/response (keys redacted) in DIR");
   app.add_flag("--list-strategies", o.list_strategies, "list the strategies and exit");
@@ -37,9 +42,22 @@ void apply_overrides(run_config& cfg, const run_options& o) {
   if (o.max_rounds != run_options::unset && (o.max_rounds < 1 || o.max_rounds > limits::max_rounds))
     throw user_error(fmt::format("--max-rounds {}: expected 1 to {}", o.max_rounds, limits::max_rounds));
   if (o.max_rounds != run_options::unset) cfg.max_rounds = o.max_rounds;
+  if (!o.model.empty() && o.provider.empty() && cfg.llm.provider == "replay")
+    throw user_error(fmt::format(
+        "--model {}: strategy '{}' replays recorded replies (llm.provider: replay), so no model would be asked; "
+        "to use a real model add --provider (anthropic, openai, openai_compatible with --base-url, ...), e.g. "
+        "--provider anthropic --model {}",
+        o.model, cfg.name, o.model));
   if (!o.model.empty()) {
     cfg.openai_model = o.model;
     cfg.llm.model = o.model;
+  }
+  if (!o.provider.empty()) cfg.llm.provider = o.provider;
+  if (!o.base_url.empty()) cfg.llm.base_url = o.base_url;
+  if (o.budget_usd) {
+    if (!(*o.budget_usd >= 0 && *o.budget_usd <= limits::max_usd))
+      throw user_error(fmt::format("--budget-usd {}: expected 0 to {} (0: no budget)", *o.budget_usd, limits::max_usd));
+    cfg.llm.budget_usd = *o.budget_usd;
   }
   if (!o.gpu_ids.empty()) cfg.gpu_ids = parse_gpu_ids(o.gpu_ids);
 }
@@ -77,6 +95,23 @@ int list_strategies() {
 
 } // namespace
 
+/// The last lines of a run that did not succeed: an interrupted one says what was kept and how to go
+/// on; a failed one its error.
+static void report_interrupt_or_failure(const run_outcome& out) {
+  if (out.exit_code == 130) {
+    const auto& s = out.summary;
+    std::string best = "no candidate was verified yet";
+    if (s.contains("best_ms") && s["best_ms"].is_number())
+      best = fmt::format("best so far {} at {:.4f} ms", s.value("best_program_id", "?"), s["best_ms"].get<double>());
+    std::cerr << "kagent-actors: interrupted (" << s.value("interrupted_by", "signal") << "); " << best
+              << "; summary.json and report.html written in " << out.run_path << "\n"
+              << "kagent-actors: resume with: " << s.value("resume_command", "kagent-actors --resume " + out.run_path)
+              << "\n";
+    return;
+  }
+  if (out.exit_code != 0) std::cerr << "kagent-actors: run failed: " << out.error << "\n";
+}
+
 /// One strategy, to the end: the run's verdict as the exit code, its error on stderr.
 static int run_one(run_config cfg, std::string kernel_dir, const run_options& o) {
   run_request req;
@@ -89,7 +124,7 @@ static int run_one(run_config cfg, std::string kernel_dir, const run_options& o)
   req.llm_record_dir = o.llm_record;
   req.verbose = o.verbose;
   auto out = run_optimization(req);
-  if (out.exit_code != 0) std::cerr << "kagent-actors: run failed: " << out.error << "\n";
+  report_interrupt_or_failure(out);
   return out.exit_code;
 }
 
@@ -133,6 +168,11 @@ int run_main(const run_options& o) {
     std::cerr << "== strategy " << name << "\n";
     try {
       auto out = run_optimization(req);
+      if (out.exit_code == 130) {
+        // Ctrl-C ends the whole comparison, not only this strategy.
+        report_interrupt_or_failure(out);
+        return 130;
+      }
       const auto& s = out.summary;
       const bool ok = out.exit_code == 0;
       if (!ok) ++failures;

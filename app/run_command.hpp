@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 
 #include <limits>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -16,6 +17,9 @@ struct run_options {
   std::string run_dir = ".optimize";
   std::string resume;
   std::string model;
+  std::string provider;         ///< llm.provider (like `ask --provider`)
+  std::string base_url;         ///< llm.base_url
+  std::optional<double> budget_usd;  ///< llm.budget_usd; unset: the config's
   std::string gpu_ids;          ///< "0,1"
   std::string llm_record;
   bool list_strategies = false;

@@ -25,6 +25,8 @@ using tick_atom = caf::atom_constant<caf::atom("tick")>;
 using finish_atom = caf::atom_constant<caf::atom("finish")>;
 using usage_atom = caf::atom_constant<caf::atom("usage")>;
 using mode_atom = caf::atom_constant<caf::atom("mode")>;
+/// Ctrl-C / SIGTERM (with the signal number): the run stops starting work and ends what runs.
+using interrupt_atom = caf::atom_constant<caf::atom("interrupt")>;
 
 // ---- LLM -----------------------------------------------------------------------------------------
 struct chat_message {

@@ -221,6 +221,7 @@ private:
       case evaluator_failure::poisoned: return "crash";
       case evaluator_failure::protocol_error:
       case evaluator_failure::spawn_failed: return "harness";
+      case evaluator_failure::interrupted: return "interrupted";
       case evaluator_failure::none: break;
     }
     return otherwise;

@@ -1,6 +1,7 @@
 // The only Beast translation unit of the LLM layer (see the header for what it does and why).
 #include "platform/llm/http_client.hpp"
 #include "platform/common/redact.hpp"
+#include "platform/common/stop.hpp"
 
 #include <boost/asio/connect.hpp>
 #include <boost/asio/io_context.hpp>
@@ -47,15 +48,25 @@ struct connection {
   beast::tcp_stream& lowest() { return tls ? beast::get_lowest_layer(*tls) : *tcp; }
 };
 
+[[noreturn]] void throw_stopped() {
+  throw http_error("cancelled", "the run is stopping (interrupted): the request was abandoned");
+}
+
 // Runs one async operation to completion on the connection's own io_context, so the calling thread
 // blocks while Beast's expires_after timers stay effective (sync Beast I/O ignores them).
+// It also watches for the run's stop (platform/common/stop.hpp): then it throws at once, and the
+// operation's handler is destroyed with the connection without ever running (the caller must drop the
+// connection, which unwinding does: connections live in local unique_ptrs until given back).
 template <class Start>
 beast::error_code run_op(asio::io_context& ioc, Start&& start) {
-  beast::error_code result = asio::error::would_block;
+  auto result = std::make_shared<beast::error_code>(asio::error::would_block);
   ioc.restart();
-  start([&result](beast::error_code ec, auto&&...) { result = ec; });
-  ioc.run();
-  return result;
+  start([result](beast::error_code ec, auto&&...) { *result = ec; });
+  while (!ioc.stopped()) {
+    ioc.run_for(std::chrono::milliseconds(100));
+    if (!ioc.stopped() && stop_requested()) throw_stopped();
+  }
+  return *result;
 }
 
 /// The time left for one operation: its own timeout, shortened by the total deadline.
@@ -135,6 +146,7 @@ struct http_client::impl {
 
   std::unique_ptr<connection> open(const parsed_url& u, const std::optional<parsed_url>& proxy,
                                    const http_request& r, const deadline& dl) {
+    if (stop_requested()) throw_stopped();
     auto c = std::make_unique<connection>();
     const parsed_url& hop = proxy ? *proxy : u;
     const std::string where = proxy ? u.authority() + " via proxy " + proxy->authority() : u.authority();
@@ -148,7 +160,13 @@ struct http_client::impl {
       results = std::move(res);
     });
     auto [rdur, rtotal] = dl.op(r.connect_timeout_s);
-    c->ioc.run_for(rdur);
+    for (auto until = steady::now() + rdur; rec == asio::error::would_block && steady::now() < until && !stop_requested();)
+      c->ioc.run_for(std::min<steady::duration>(until - steady::now(), std::chrono::milliseconds(100)));
+    if (rec == asio::error::would_block && stop_requested()) {
+      resolver.cancel();
+      c->ioc.run();
+      throw_stopped();
+    }
     if (rec == asio::error::would_block) {
       resolver.cancel();
       c->ioc.run();

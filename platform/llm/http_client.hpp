@@ -48,7 +48,8 @@ struct http_response {
   std::string header(std::string_view name) const;
 };
 
-/// A transport failure (no HTTP status to judge). `kind` is "timeout", "connection", "tls", "proxy" or
+/// A transport failure (no HTTP status to judge). `kind` is "timeout", "connection", "tls", "proxy",
+/// "cancelled" (the run is stopping: platform/common/stop.hpp) or
 /// "url"; the message names the host and what failed, never a header value.
 class http_error : public std::runtime_error {
 public:

@@ -116,7 +116,7 @@ private:
       res = http_->send(hr);
     } catch (const http_error& e) {
       auto kind = e.kind() == "timeout" ? llm_error_kind::timeout
-                  : e.kind() == "url"   ? llm_error_kind::unavailable
+                  : e.kind() == "url" || e.kind() == "cancelled" ? llm_error_kind::unavailable
                                         : llm_error_kind::connection;
       throw llm_error(kind, s_.provider + ": " + e.what());
     }

@@ -17,6 +17,7 @@
 
 #include "platform/common/errors.hpp"
 #include "platform/common/redact.hpp"
+#include "platform/common/stop.hpp"
 
 namespace kagent {
 
@@ -206,7 +207,16 @@ llm_response replay_provider::complete(const llm_request& req, const text_callba
   if (const char* d = std::getenv("KAGENT_REPLAY_DELAY_S"); d && *d) {
     char* end = nullptr;
     const double s = std::strtod(d, &end);
-    if (end != d && s > 0 && s < 3600) std::this_thread::sleep_for(std::chrono::duration<double>(s));
+    if (end != d && s > 0 && s < 3600) {
+      // In slices, so that a run being stopped (Ctrl-C) does not wait for a slow fake endpoint.
+      const auto until = std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                                                std::chrono::duration<double>(s));
+      while (std::chrono::steady_clock::now() < until) {
+        if (stop_requested()) throw llm_error(llm_error_kind::unavailable, "the run is stopping (interrupted)");
+        std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(
+            until - std::chrono::steady_clock::now(), std::chrono::milliseconds(50)));
+      }
+    }
   }
   std::string purpose = safe_purpose(req.purpose);
   auto count = [&] {

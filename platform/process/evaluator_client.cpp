@@ -18,6 +18,8 @@
 
 #include <fmt/format.h>
 
+#include "platform/common/stop.hpp"
+
 namespace kagent {
 
 namespace {
@@ -78,9 +80,9 @@ int reap(pid_t pid) {
   int status = 0;
   for (;;) {
     pid_t r = ::waitpid(pid, &status, 0);
-    if (r == pid) return status;
     if (r < 0 && errno == EINTR) continue;
-    return -1;
+    untrack_child_group(pid);
+    return r == pid ? status : -1;
   }
 }
 
@@ -94,6 +96,7 @@ std::string to_string(evaluator_failure f) {
     case evaluator_failure::poisoned: return "poisoned";
     case evaluator_failure::protocol_error: return "protocol_error";
     case evaluator_failure::spawn_failed: return "spawn_failed";
+    case evaluator_failure::interrupted: return "interrupted";
   }
   return "unknown";
 }
@@ -230,6 +233,7 @@ evaluator_reply evaluator_client::start() {
     return fail(evaluator_failure::spawn_failed, std::string("cannot start the evaluator: fork: ") + std::strerror(fork_errno));
   }
   ::setpgid(pid, pid);  // also here: whichever runs first, the group exists before we may kill it
+  track_child_group(pid);
   int child_errno = 0;
   ssize_t n;
   do {
@@ -318,14 +322,22 @@ evaluator_reply evaluator_client::exchange(const nlohmann::json& req, millisecon
     return finish(r);
   };
   auto ms_left = [&] { return std::chrono::duration_cast<milliseconds>(deadline - clock_type::now()).count(); };
+  auto interrupted = [&] {
+    kill_and_reap(false);
+    evaluator_reply r;
+    r.failure = evaluator_failure::interrupted;
+    r.message = "evaluator request '" + op + "' was abandoned: the run is stopping (interrupted)";
+    return finish(r);
+  };
 
   // Sending is under the same deadline: a wedged server could leave a large request unread.
   const std::string line = req.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
   size_t sent = 0;
   while (sent < line.size()) {
     if (ms_left() <= 0) return timed_out();
+    if (stop_requested()) return interrupted();
     pollfd p{sock_, POLLOUT, 0};
-    int pr = ::poll(&p, 1, static_cast<int>(std::min<long long>(ms_left(), 1000)));
+    int pr = ::poll(&p, 1, static_cast<int>(std::min<long long>(ms_left(), 100)));
     if (pr < 0 && errno != EINTR) return died("(poll failed) before");
     if (pr <= 0) continue;
     ssize_t n = ::send(sock_, line.data() + sent, line.size() - sent, MSG_NOSIGNAL | MSG_DONTWAIT);
@@ -338,8 +350,9 @@ evaluator_reply evaluator_client::exchange(const nlohmann::json& req, millisecon
   while ((eol = buffer_.find('\n')) == std::string::npos) {
     auto left = ms_left();
     if (left <= 0) return timed_out();
+    if (stop_requested()) return interrupted();
     pollfd p{sock_, POLLIN, 0};
-    int pr = ::poll(&p, 1, static_cast<int>(std::min<long long>(left, 1000)));
+    int pr = ::poll(&p, 1, static_cast<int>(std::min<long long>(left, 100)));
     if (pr < 0 && errno != EINTR) return died("(poll failed) during");
     if (pr <= 0) continue;
     char chunk[65536];
@@ -390,6 +403,8 @@ evaluator_reply evaluator_client::exchange(const nlohmann::json& req, millisecon
 evaluator_reply evaluator_client::request(nlohmann::json req, milliseconds timeout) {
   if (!req.is_object() || !req.contains("op"))
     return fail(evaluator_failure::protocol_error, "evaluator request must be a JSON object with an \"op\"");
+  if (stop_requested())
+    return fail(evaluator_failure::interrupted, "evaluator request not sent: the run is stopping (interrupted)");
   const bool is_load = req["op"] == "load_problem";
   if (is_load) last_load_.reset();  // a new problem replaces the one a restart would replay
   if (pid_ <= 0) {
@@ -409,7 +424,7 @@ evaluator_reply evaluator_client::ping(milliseconds timeout) { return request({{
 
 void evaluator_client::shutdown() {
   if (pid_ <= 0) return;
-  if (sock_ >= 0) {
+  if (sock_ >= 0 && !stop_requested()) {
     static const std::string bye = "{\"op\":\"shutdown\"}\n";
     if (::send(sock_, bye.data(), bye.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(bye.size())) {
       pollfd p{sock_, POLLIN, 0};

@@ -48,9 +48,10 @@ enum class evaluator_failure {
   poisoned,        ///< the server replied that the device context is corrupt, and exits
   protocol_error,  ///< the reply was not a JSON object line, or answered another request
   spawn_failed,    ///< the interpreter could not be executed
+  interrupted,     ///< the run is stopping (platform/common/stop.hpp): not sent, or abandoned and killed
 };
 
-/// "timeout", "crashed", "poisoned", "protocol_error", "spawn_failed" or "none".
+/// "timeout", "crashed", "poisoned", "protocol_error", "spawn_failed", "interrupted" or "none".
 std::string to_string(evaluator_failure f);
 
 struct evaluator_reply {

@@ -12,6 +12,8 @@
 #include <cstring>
 #include <fmt/format.h>
 
+#include "platform/common/stop.hpp"
+
 namespace kagent {
 
 namespace {
@@ -42,6 +44,7 @@ std::string tail_of(const std::string& s, size_t n) {
 
 std::string process_result::describe() const {
   if (!started) return "could not start: " + error;
+  if (stopped) return "stopped: the run was interrupted (process group killed)";
   if (timed_out) return fmt::format("timed out after {:.1f} s (process group killed)", wall_s);
   if (term_signal != 0) {
     const char* name = ::sigabbrev_np(term_signal);
@@ -57,6 +60,10 @@ process_result run_process(const process_spec& spec) {
   process_result res;
   if (spec.argv.empty()) {
     res.error = "empty command line";
+    return res;
+  }
+  if (stop_requested()) {
+    res.error = "the run is stopping (interrupted); nothing new starts";
     return res;
   }
   const env_map env = spec.env ? *spec.env : current_environment();
@@ -118,6 +125,7 @@ process_result run_process(const process_spec& spec) {
   }
   // Parent. Set the group from this side too, so killpg works even if we race the child's setpgid.
   ::setpgid(pid, pid);
+  track_child_group(pid);
   ::close(in_pipe[0]);
   ::close(out_pipe[1]);
   ::close(err_pipe[1]);
@@ -129,6 +137,7 @@ process_result run_process(const process_spec& spec) {
   if (n == static_cast<ssize_t>(sizeof exec_errno)) {
     int st = 0;
     ::waitpid(pid, &st, 0);
+    untrack_child_group(pid);
     ::close(in_pipe[1]);
     ::close(out_pipe[0]);
     ::close(err_pipe[0]);
@@ -174,6 +183,11 @@ process_result run_process(const process_spec& spec) {
     auto now = clock_type::now();
     if (now >= deadline && !exited) {
       res.timed_out = true;
+      break;
+    }
+    if (stop_requested()) {
+      // The run is interrupted: no grace, the group goes now (the sweep below).
+      res.stopped = true;
       break;
     }
     if (exited && now >= drain_deadline) break;
@@ -225,6 +239,7 @@ process_result run_process(const process_spec& spec) {
   // Sweep anything left in the group (grandchildren that closed their stdio, or a hung child).
   ::killpg(pid, SIGKILL);
   reap(true);
+  untrack_child_group(pid);
   for (int i = 0; i < 2; ++i) {
     if (fds[i] < 0) continue;
     ::fcntl(fds[i], F_SETFL, O_NONBLOCK);

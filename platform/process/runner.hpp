@@ -2,7 +2,8 @@
 // Runs one child process to completion under a wall-clock deadline. Every child is the leader of its
 // own process group; on expiry the whole group is killed (SIGTERM, a short grace, then SIGKILL), so a
 // hung profiler or candidate leaves nothing behind. Output is captured concurrently (no pipe
-// deadlock) and truncated to a tail of `max_output_bytes` per stream.
+// deadlock) and truncated to a tail of `max_output_bytes` per stream. Once the run is stopping
+// (platform/common/stop.hpp) no child starts, and a running one's group is killed within ~100 ms.
 #include <chrono>
 #include <optional>
 #include <string>
@@ -28,11 +29,12 @@ struct process_result {
   int exit_code = -1;         ///< valid when exited normally
   int term_signal = 0;        ///< non-zero when killed by a signal
   bool timed_out = false;     ///< the deadline expired and the group was killed
+  bool stopped = false;       ///< the run was interrupted (request_stop) and the group was killed
   std::string out;            ///< stdout (tail)
   std::string err;            ///< stderr (tail)
   double wall_s = 0.0;
 
-  bool ok() const { return started && !timed_out && term_signal == 0 && exit_code == 0; }
+  bool ok() const { return started && !timed_out && !stopped && term_signal == 0 && exit_code == 0; }
   /// One line describing how it ended: "exit 3", "killed by signal 11 (SIGSEGV)", "timed out after 5 s".
   std::string describe() const;
 };

@@ -166,6 +166,7 @@ body { font-family: -apple-system, "Segoe UI", Roboto, "Helvetica Neue", Arial, 
 h1 { font-size: 22px; margin-bottom: 4px; } h2 { font-size: 18px; margin-top: 32px; border-bottom: 1px solid #dde1e8; padding-bottom: 4px; }
 .meta { color: #566075; font-size: 13px; }
 .status-ok { color: #11743a; font-weight: 600; } .status-failed { color: #b3261e; font-weight: 600; }
+.status-interrupted { color: #8a5a00; font-weight: 600; }
 table { border-collapse: collapse; font-size: 14px; margin: 8px 0; }
 th, td { border: 1px solid #dde1e8; padding: 4px 10px; text-align: left; vertical-align: top; }
 th { background: #f3f5f9; } td.num { text-align: right; font-variant-numeric: tabular-nums; }
@@ -483,10 +484,19 @@ std::string render_report_html(const report_data& d) {
     s += " &middot; devices " + e(d.summary["devices"].dump());
   s += "</p>\n";
   const bool success = v.success;
-  s += success ? "<p class=\"status-ok\">Finished: best kernel " + e(best_id) + " at " +
+  if (d.summary.value("interrupted", false)) {
+    const auto best_ms = positive_ms(d.summary, "best_ms");
+    s += "<p class=\"status-interrupted\">Interrupted by " + e(text_of(d.summary, "interrupted_by")) + ": " +
+         (best_ms ? "best kernel so far " + e(best_id) + " at " + e(format_ms(best_ms)) + " (" +
+                        e(format_speedup(initial_ms, best_ms)) + " vs the starting kernel)"
+                  : std::string("no candidate was verified yet")) +
+         ". Resume with <code>" + e(text_of(d.summary, "resume_command")) + "</code>.</p>\n";
+  } else {
+    s += success ? "<p class=\"status-ok\">Finished: best kernel " + e(best_id) + " at " +
                      e(format_ms(positive_ms(d.summary, "best_ms"))) + " (" +
                      e(format_speedup(initial_ms, positive_ms(d.summary, "best_ms"))) + " vs the starting kernel).</p>\n"
                : "<p class=\"status-failed\">Run failed: " + e(v.error) + "</p>\n";
+  }
   if (!d.problems.empty()) {
     s += "<ul class=\"problems\">";
     for (const auto& p : d.problems) s += "<li>" + e(p) + "</li>";

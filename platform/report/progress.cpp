@@ -228,6 +228,14 @@ std::optional<std::string> format_log_line(const progress_state& st, const std::
   if (type == "run_start") {
     std::string devices;
     if (p.is_object() && p.contains("devices") && p["devices"].is_array()) devices = p["devices"].dump();
+    std::string llm;
+    if (p.is_object() && p.contains("llm") && p["llm"].is_object()) {
+      const auto& l = p["llm"];
+      const std::string prov = text_of(l, "provider");
+      llm = fmt::format(", LLM {} {}{}{}", prov.empty() ? "?" : prov, text_of(l, "model"),
+                        text_of(l, "endpoint").empty() ? "" : (prov == "replay" ? " from " : " at ") + text_of(l, "endpoint"),
+                        text_of(l, "key_env").empty() ? "" : " (key from " + text_of(l, "key_env") + ")");
+    }
     return say(fmt::format("run start: strategy {} ({}{}), devices {}{}, platform {}, max rounds {}, kernel {}{}",
                            text_of(p, "strategy").empty() ? "?" : text_of(p, "strategy"), text_of(p, "search"),
                            st.schedule == "rounds" ? "" : ", " + st.schedule, devices.empty() ? "n/a" : devices,
@@ -235,7 +243,8 @@ std::optional<std::string> format_log_line(const progress_state& st, const std::
                            text_of(p, "platform").empty() ? "n/a" : text_of(p, "platform"),
                            st.max_rounds > 0 ? std::to_string(st.max_rounds) : "n/a", text_of(p, "kernel_dir"),
                            text_of(p, "sandbox").empty() ? "" : ", sandbox " + text_of(p, "sandbox") +
-                               (text_of(p, "sandbox_warning").empty() ? "" : " (" + text_of(p, "sandbox_warning") + ")")));
+                               (text_of(p, "sandbox_warning").empty() ? "" : " (" + text_of(p, "sandbox_warning") + ")")) +
+               llm);
   }
   if (type == "initial")
     return say(fmt::format("starting kernel {} (PyTorch eager {}, torch.compile {})",
@@ -288,6 +297,9 @@ std::optional<std::string> format_log_line(const progress_state& st, const std::
                                : text_of(p, "pending").empty() ? "0" : text_of(p, "pending")));
   if (type == "run_end") {
     std::string err = text_of(p, "error");
+    if (text_of(p, "run_state") == "interrupted")
+      return say(fmt::format("run end: INTERRUPTED, best so far {}{}{}", format_ms(st.best_ms), speedup_suffix(st),
+                             err.empty() ? "" : ": " + err));
     return say(fmt::format("run end: {}, best {}{}{}", st.success ? "success" : "FAILED", format_ms(st.best_ms),
                            speedup_suffix(st), err.empty() ? "" : ": " + err));
   }
@@ -296,7 +308,8 @@ std::optional<std::string> format_log_line(const progress_state& st, const std::
     return say(fmt::format("{} started on {} (parent {})", text_of(p, "candidate_id"), gpu_label(p),
                            text_of(p, "parent_id").empty() ? "?" : text_of(p, "parent_id")));
   if (type == "llm_usage" || type == "llm_call")
-    return say(fmt::format("LLM {} {} {}: {} in, {} out, {}", text_of(p, "purpose"), text_of(p, "model"),
+    return say(fmt::format("LLM {} {}{} {}: {} in, {} out, {}", text_of(p, "purpose"), text_of(p, "model"),
+                           text_of(p, "provider").empty() ? "" : " via " + text_of(p, "provider"),
                            text_of(p, "ok") == "false" ? "failed" : "ok", int_or(p, "tokens_in", 0),
                            int_or(p, "tokens_out", 0), format_usd(finite_number(p, "cost_usd"))));
   return say(type + ": " + p.dump());

@@ -61,6 +61,13 @@ TEST(Refuse, AbsurdMaxRoundsFlag) {
                  s.dir / "runs");
 }
 
+TEST(Refuse, NegativeBudgetAndUnknownProviderFlags) {
+  scratch s;
+  expect_refused(run(noop_args(s, {"--budget-usd", "-1"}), no_gpu_tools), "--budget-usd -1: expected 0 to", s.dir / "runs");
+  auto r = run(noop_args(s, {"--provider", "acme"}), no_gpu_tools);
+  expect_refused(r, "acme", s.dir / "runs");
+}
+
 TEST(Refuse, GarbageInTheEnvironment) {
   scratch s;
   auto env = no_gpu_tools;

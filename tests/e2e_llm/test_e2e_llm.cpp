@@ -37,8 +37,40 @@ TEST(E2eLlm, SuccessWithoutStreamingVerifiesEveryCandidate) {
   expect_summary(r, 3, {});
   auto summary = json::parse(e2e::slurp(r.run_dir / "summary.json"));
   EXPECT_TRUE(summary["success"].get<bool>()) << summary.dump(2);
+  // The start line says which provider, model and endpoint the run uses, and where the key came from.
+  EXPECT_NE((r.proc.out + r.proc.err).find("LLM openai_compatible test-model at " + ep.base_url() + " (key from TEST_LLM_KEY)"),
+            std::string::npos)
+      << r.proc.out << r.proc.err;
   // The reply the candidate used is kept in its work directory.
   EXPECT_NE(e2e::slurp(r.run_dir / "candidates/r1_c0/1_optimize_reply.txt").find("e2e variant 0"), std::string::npos);
+}
+
+TEST(E2eLlm, ProviderAndBaseUrlFlagsTurnAReplayStrategyIntoARealOne) {
+  // A strategy whose config replays recorded replies reaches a real endpoint with --provider and
+  // --base-url (as `ask` does); --model alone on it is refused, since no model would be asked.
+  e2e::scratch s;
+  scripted_endpoint ep({});
+  auto yaml = config_yaml("http://127.0.0.1:9/v1", {.rounds = 1, .stream = false});
+  yaml.replace(yaml.find("provider: openai_compatible"), 27, "provider: replay");
+  const auto cfg = s.write("replay.yaml", yaml);
+  const kagent::env_map env{{"PATH", "/usr/bin:/bin"}, {"KAGENT_INJECT_FAULT", ""}, {"TEST_LLM_KEY", kKey},
+                            {"OPENAI_API_KEY", ""},    {"ANTHROPIC_API_KEY", ""}, {"HTTP_PROXY", ""},
+                            {"http_proxy", ""},        {"LLM_RELAY_URL", ""}};
+  const std::vector<std::string> base{"--strategy", cfg, "--kernel-dir", kKernelDir, "--run-dir", (s.dir / "runs").string()};
+  auto refused = base;
+  refused.insert(refused.end(), {"--model", "claude-opus-4-6"});
+  auto r0 = e2e::run(refused, env, s.dir.string(), 60);
+  EXPECT_EQ(r0.exit_code, 2) << r0.err;
+  EXPECT_NE(r0.err.find("--model claude-opus-4-6: strategy 'replay' replays recorded replies"), std::string::npos) << r0.err;
+  EXPECT_NE(r0.err.find("--provider"), std::string::npos) << r0.err;
+  EXPECT_TRUE(e2e::run_dirs(s.dir / "runs").empty());
+  auto args = base;
+  args.insert(args.end(), {"--provider", "openai_compatible", "--base-url", ep.base_url(), "--model", "test-model"});
+  auto r = e2e::run(args, env, s.dir.string(), 120);
+  EXPECT_EQ(r.exit_code, 0) << r.err << r.out;
+  ASSERT_EQ(ep.requests(), 1);
+  EXPECT_EQ(json::parse(ep.received().front().body)["model"], "test-model");
+  EXPECT_NE((r.out + r.err).find("LLM openai_compatible test-model at " + ep.base_url()), std::string::npos) << r.out << r.err;
 }
 
 TEST(E2eLlm, SuccessWithStreaming) {

@@ -16,6 +16,7 @@
 #include <chrono>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <regex>
 #include <set>
 #include <thread>
@@ -147,6 +148,18 @@ struct background_run {
     ::kill(pid, SIGKILL);
     int status = 0;
     ::waitpid(pid, &status, 0);
+  }
+  /// Ctrl-C: SIGINT, then waits (bounded) for the exit; its wait status, or -1 if it never ended.
+  int interrupt(double limit_s = 120) {
+    ::kill(pid, SIGINT);
+    const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(limit_s);
+    int status = 0;
+    while (std::chrono::steady_clock::now() < end) {
+      if (::waitpid(pid, &status, WNOHANG) == pid) return status;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    kill9();
+    return -1;
   }
 };
 
@@ -309,19 +322,25 @@ struct kill_point {
 
 class Resume : public ::testing::TestWithParam<std::string> {};
 
-TEST_P(Resume, KillNineThenResumeEndsWhereAnUninterruptedRunEnds) {
+TEST_P(Resume, KillNineOrCtrlCThenResumeEndsWhereAnUninterruptedRunEnds) {
   const std::string where = GetParam();
   scratch s;
   const std::vector<std::string> args{"--strategy", "cpu", "--kernel-dir", kRmsnorm};
-  auto reference = run_to_end(s, args, "runs_reference");
-  ASSERT_EQ(best_variant(reference), "rms-v3");
+  // Ctrl-C is compared with what the reference runs of the other points (and Search.BeamSearch...)
+  // establish for this replay set: the best is rms-v3. It saves a third reference run in CI.
+  const bool ctrl_c = where == "sigint";
+  std::optional<outcome> reference;
+  if (!ctrl_c) {
+    reference = run_to_end(s, args, "runs_reference");
+    ASSERT_EQ(best_variant(*reference), "rms-v3");
+  }
 
   // The interrupted run answers LLM calls slowly, so that a kill lands while calls are in flight.
   auto env = kBaseEnv;
   env["KAGENT_REPLAY_DELAY_S"] = "0.4";
   background_run bg(s, args, env, "runs_killed");
   bool reached = false;
-  if (where == "llm_call") {
+  if (where == "llm_call" || ctrl_c) {
     // A round-2 candidate has started: it is waiting for its (slow) optimize reply.
     reached = bg.wait_until([&] { return has(bg.events_so_far(), "candidate_start", "round", 2); });
     std::this_thread::sleep_for(std::chrono::milliseconds(150));
@@ -338,11 +357,40 @@ TEST_P(Resume, KillNineThenResumeEndsWhereAnUninterruptedRunEnds) {
     // Round 1 is committed and round 2 was just planned.
     reached = bg.wait_until([&] { return has(bg.events_so_far(), "round_end", "round", 1); });
   }
-  bg.kill9();
+  const int status = ctrl_c ? bg.interrupt() : (bg.kill9(), 0);
   ASSERT_TRUE(reached) << "the run ended before the kill point " << where << ":\n" << slurp(s.dir / "runs_killed.log");
   const auto run_dir = bg.run_dir();
   ASSERT_FALSE(run_dir.empty());
-  ASSERT_FALSE(fs::exists(run_dir / "summary.json")) << "killed before it finished";
+  if (ctrl_c) {
+    // A graceful stop: exit 130, its children gone, summary.json and report.html marked interrupted,
+    // program.db's run_state 'interrupted', the resume command printed, and what was in flight left
+    // pending (nothing that died of the stop is recorded as a failure).
+    const std::string log = slurp(s.dir / "runs_killed.log");
+    ASSERT_TRUE(WIFEXITED(status)) << "status " << status << "\n" << log;
+    EXPECT_EQ(WEXITSTATUS(status), 130) << log;
+    std::vector<std::string> left;
+    for (int i = 0; i < 20 && !(left = processes_mentioning(run_dir.string())).empty(); ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    EXPECT_TRUE(left.empty()) << left.front();
+    EXPECT_NE(log.find("resume with: kagent-actors --resume " + fs::absolute(run_dir).string()), std::string::npos) << log;
+    auto summary = nlohmann::json::parse(slurp(run_dir / "summary.json"));
+    EXPECT_TRUE(summary.value("interrupted", false)) << summary.dump(2);
+    EXPECT_EQ(summary.value("run_state", ""), "interrupted");
+    EXPECT_EQ(summary.value("interrupted_by", ""), "SIGINT");
+    EXPECT_FALSE(summary.value("success", true));
+    EXPECT_NE(slurp(run_dir / "report.html").find("Interrupted by SIGINT"), std::string::npos);
+    auto db = program_db::open(run_dir / "program.db", program_db::mode::read_only);
+    EXPECT_EQ(db.get_state(kagent::store::state_key::status).value_or(""), "interrupted");
+    int pending = 0;
+    for (const auto& p : db.list_programs()) {
+      pending += p.status == "pending";
+      EXPECT_NE(p.failure_cause.value_or(""), "interrupted") << p.id;
+      EXPECT_NE(p.failure_cause.value_or(""), "harness") << p.id << ": " << p.error.value_or("");
+    }
+    EXPECT_GE(pending, 1) << "the round-2 candidates in flight stay pending";
+  } else {
+    ASSERT_FALSE(fs::exists(run_dir / "summary.json")) << "killed before it finished";
+  }
 
   auto r = run({"--resume", run_dir.string()}, kBaseEnv, "", 540);
   ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
@@ -350,16 +398,22 @@ TEST_P(Resume, KillNineThenResumeEndsWhereAnUninterruptedRunEnds) {
   ASSERT_TRUE(resumed.summary["success"].get<bool>()) << resumed.summary.dump(2);
   EXPECT_TRUE(resumed.summary["resumed"].get<bool>());
   EXPECT_EQ(resumed.summary["strategy"], "cpu");
-  // The same end: the same best kernel, the same candidates (ids), and each variant ended the same way.
-  EXPECT_EQ(best_variant(resumed), best_variant(reference));
-  EXPECT_EQ(resumed.programs.at(resumed.summary["best_program_id"].get<std::string>()).code,
-            reference.programs.at(reference.summary["best_program_id"].get<std::string>()).code);
-  EXPECT_EQ(verdicts(resumed), verdicts(reference));
-  std::set<std::string> ids_resumed, ids_reference;
-  for (const auto& [id, p] : resumed.programs) ids_resumed.insert(id);
-  for (const auto& [id, p] : reference.programs) ids_reference.insert(id);
-  EXPECT_EQ(ids_resumed, ids_reference);
-  EXPECT_EQ(resumed.summary["rounds"], reference.summary["rounds"]);
+  EXPECT_EQ(resumed.summary.value("run_state", ""), "finished");
+  EXPECT_FALSE(resumed.summary.contains("interrupted"));
+  EXPECT_EQ(best_variant(resumed), "rms-v3");
+  if (reference) {
+    // The same end: the same best kernel, the same candidates (ids), and each variant ended the same way.
+    const auto& ref = *reference;
+    EXPECT_EQ(best_variant(resumed), best_variant(ref));
+    EXPECT_EQ(resumed.programs.at(resumed.summary["best_program_id"].get<std::string>()).code,
+              ref.programs.at(ref.summary["best_program_id"].get<std::string>()).code);
+    EXPECT_EQ(verdicts(resumed), verdicts(ref));
+    std::set<std::string> ids_resumed, ids_reference;
+    for (const auto& [id, p] : resumed.programs) ids_resumed.insert(id);
+    for (const auto& [id, p] : ref.programs) ids_reference.insert(id);
+    EXPECT_EQ(ids_resumed, ids_reference);
+    EXPECT_EQ(resumed.summary["rounds"], ref.summary["rounds"]);
+  }
   // None completed twice: at most one result event per candidate across both processes (a kill can
   // land between a result's commit to program.db and its event line, so a finished candidate may have
   // none; program.db, compared above, is the record of what was lost or not).
@@ -385,4 +439,4 @@ TEST_P(Resume, KillNineThenResumeEndsWhereAnUninterruptedRunEnds) {
 // ends with a different candidate set. The resume planner completes a partially planned round
 // (manager.cpp), but this kill point still fails on the slower single-use workers; see the closing
 // note of issue 11/12.
-INSTANTIATE_TEST_SUITE_P(At, Resume, ::testing::Values("llm_call", "benchmark"));
+INSTANTIATE_TEST_SUITE_P(At, Resume, ::testing::Values("llm_call", "benchmark", "sigint"));

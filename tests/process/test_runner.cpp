@@ -1,11 +1,13 @@
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
 #include <thread>
 
+#include "platform/common/stop.hpp"
 #include "platform/process/runner.hpp"
 
 using namespace kagent;
@@ -69,6 +71,57 @@ TEST(Process, TimeoutKillsTheWholeGroupIncludingGrandchildren) {
   for (int i = 0; i < 100 && pid_alive(gc); ++i) std::this_thread::sleep_for(20ms);
   EXPECT_FALSE(pid_alive(gc)) << "grandchild " << gc << " survived the timeout";
   std::filesystem::remove_all(dir);
+}
+
+TEST(Stop, EndsARunningGroupWithItsGrandchildrenAndStartsNothingNew) {
+  // A 300 s child with a grandchild, under a 60 s deadline: the stop (Ctrl-C of the run) ends both
+  // long before either deadline, says so, and no child starts afterwards.
+  clear_stop_for_tests();
+  auto dir = std::filesystem::temp_directory_path() / ("kagent_stop_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  auto pidfile = (dir / "gc.pid").string();
+  std::thread stopper([&] {
+    for (int i = 0; i < 500 && !std::filesystem::exists(pidfile); ++i) std::this_thread::sleep_for(10ms);
+    std::this_thread::sleep_for(50ms);
+    request_stop();
+  });
+  auto r = run_process(sh("sleep 300 & echo $! > " + pidfile + "; wait", 60s));
+  stopper.join();
+  EXPECT_TRUE(r.stopped);
+  EXPECT_FALSE(r.timed_out);
+  EXPECT_FALSE(r.ok());
+  EXPECT_EQ(r.describe(), "stopped: the run was interrupted (process group killed)");
+  std::ifstream f(pidfile);
+  pid_t gc = 0;
+  f >> gc;
+  ASSERT_GT(gc, 0);
+  for (int i = 0; i < 100 && pid_alive(gc); ++i) std::this_thread::sleep_for(20ms);
+  EXPECT_FALSE(pid_alive(gc)) << "grandchild " << gc << " survived the stop";
+  auto next = run_process(sh("echo should-not-run"));
+  EXPECT_FALSE(next.started);
+  EXPECT_NE(next.error.find("the run is stopping"), std::string::npos) << next.error;
+  EXPECT_EQ(next.out, "");
+  clear_stop_for_tests();
+  EXPECT_TRUE(run_process(sh("true")).ok());
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Stop, TrackedGroupsAreSignalled) {
+  // What a second Ctrl-C uses from its signal handler: every live child group gets the signal.
+  clear_stop_for_tests();
+  pid_t leader = ::fork();
+  if (leader == 0) {
+    ::setpgid(0, 0);
+    ::pause();
+    ::_exit(0);
+  }
+  ::setpgid(leader, leader);
+  track_child_group(leader);
+  signal_child_groups(SIGKILL);
+  int status = 0;
+  ASSERT_EQ(::waitpid(leader, &status, 0), leader);
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+  untrack_child_group(leader);
 }
 
 TEST(Process, ExitedChildWithGrandchildHoldingThePipeDoesNotWaitForTheDeadline) {

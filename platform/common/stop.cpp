@@ -1,0 +1,95 @@
+#include "platform/common/stop.hpp"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstring>
+
+namespace kagent {
+
+namespace {
+
+std::atomic<bool> g_stop{false};
+std::atomic<int> g_signal{0};
+std::atomic<int> g_count{0};
+
+constexpr int max_groups = 1024;
+std::atomic<pid_t> g_groups[max_groups];
+
+static_assert(std::atomic<bool>::is_always_lock_free && std::atomic<int>::is_always_lock_free &&
+                  std::atomic<pid_t>::is_always_lock_free,
+              "the signal handler relies on lock-free atomics");
+
+void say(const char* text) noexcept { (void)!::write(2, text, std::strlen(text)); }
+
+void on_signal(int sig) {
+  if (g_count.fetch_add(1) == 0) {
+    g_signal.store(sig);
+    return;
+  }
+  // The second signal: no more waiting for anything.
+  signal_child_groups(SIGKILL);
+  say("\nkagent-actors: second signal: killed every child process; exiting now\n");
+  ::_exit(130);
+}
+
+} // namespace
+
+void request_stop() noexcept { g_stop.store(true); }
+bool stop_requested() noexcept { return g_stop.load(std::memory_order_relaxed); }
+
+void clear_stop_for_tests() noexcept {
+  g_stop.store(false);
+  g_signal.store(0);
+  g_count.store(0);
+}
+
+int stop_signal() noexcept { return g_signal.load(); }
+
+const char* stop_signal_name(int sig) noexcept {
+  switch (sig) {
+  case SIGINT: return "SIGINT";
+  case SIGTERM: return "SIGTERM";
+  default: return "a signal";
+  }
+}
+
+void install_stop_handlers() noexcept {
+  struct sigaction sa{};
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;
+  ::sigaction(SIGINT, &sa, nullptr);
+  ::sigaction(SIGTERM, &sa, nullptr);
+}
+
+void remove_stop_handlers() noexcept {
+  ::signal(SIGINT, SIG_DFL);
+  ::signal(SIGTERM, SIG_DFL);
+}
+
+void track_child_group(pid_t leader) noexcept {
+  if (leader <= 0) return;
+  for (auto& slot : g_groups) {
+    pid_t empty = 0;
+    if (slot.compare_exchange_strong(empty, leader)) return;
+  }
+}
+
+void untrack_child_group(pid_t leader) noexcept {
+  if (leader <= 0) return;
+  for (auto& slot : g_groups) {
+    pid_t mine = leader;
+    if (slot.compare_exchange_strong(mine, 0)) return;
+  }
+}
+
+void signal_child_groups(int sig) noexcept {
+  for (auto& slot : g_groups) {
+    const pid_t p = slot.load();
+    if (p > 0) ::killpg(p, sig);
+  }
+}
+
+} // namespace kagent
