@@ -36,8 +36,13 @@ const register_command report_command{"report", [](CLI::App& root, int& exit_cod
   auto opts = std::make_shared<report_options>();
   auto* sub = root.add_subcommand("report", "render RUN/report.html again from the run's files and print its path");
   sub->add_option("RUN", opts->run, "a run directory, or a run id (or unique prefix) under --run-dir")->required();
-  sub->add_option("--run-dir", opts->run_dir, "where run ids are looked up")->capture_default_str();
-  sub->callback([opts, &exit_code] { exit_code = run_report(*opts); });
+  auto* dir = sub->add_option("--run-dir", opts->run_dir, "where run ids are looked up")->capture_default_str();
+  // `kagent-actors --run-dir X NAME RUN` means the same as `NAME RUN --run-dir X`.
+  auto* root_dir = root.get_option_no_throw("--run-dir");
+  sub->callback([opts, dir, root_dir, &exit_code] {
+    if (dir->count() == 0 && root_dir && root_dir->count() > 0) opts->run_dir = root_dir->as<std::string>();
+    exit_code = run_report(*opts);
+  });
 }};
 
 }  // namespace

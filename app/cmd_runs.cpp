@@ -136,7 +136,12 @@ const register_command runs_command{"runs", [](CLI::App& root, int& exit_code) {
   auto* base = sub->add_option("RUN_DIR_BASE", opts->base, "where the run directories are (the runs' --run-dir)")
                    ->capture_default_str();
   sub->add_flag("--json", opts->json, "print a JSON array instead of a table");
-  sub->callback([opts, base, &exit_code] { exit_code = run_runs(*opts, base->count() > 0); });
+  auto* root_dir = root.get_option_no_throw("--run-dir");  // `kagent-actors --run-dir X runs`
+  sub->callback([opts, base, root_dir, &exit_code] {
+    const bool from_root = base->count() == 0 && root_dir && root_dir->count() > 0;
+    if (from_root) opts->base = root_dir->as<std::string>();
+    exit_code = run_runs(*opts, base->count() > 0 || from_root);
+  });
 }};
 
 }  // namespace

@@ -199,9 +199,14 @@ const register_command show_command{"show", [](CLI::App& root, int& exit_code) {
   auto opts = std::make_shared<show_options>();
   auto* sub = root.add_subcommand("show", "show one run's summary: times, speed-ups, candidates, failures, LLM cost");
   sub->add_option("RUN", opts->run, "a run directory, or a run id (or unique prefix) under --run-dir")->required();
-  sub->add_option("--run-dir", opts->run_dir, "where run ids are looked up")->capture_default_str();
+  auto* dir = sub->add_option("--run-dir", opts->run_dir, "where run ids are looked up")->capture_default_str();
+  // `kagent-actors --run-dir X NAME RUN` means the same as `NAME RUN --run-dir X`.
+  auto* root_dir = root.get_option_no_throw("--run-dir");
   sub->add_flag("--json", opts->json, "print summary.json with the database's status added");
-  sub->callback([opts, &exit_code] { exit_code = run_show(*opts); });
+  sub->callback([opts, dir, root_dir, &exit_code] {
+    if (dir->count() == 0 && root_dir && root_dir->count() > 0) opts->run_dir = root_dir->as<std::string>();
+    exit_code = run_show(*opts);
+  });
 }};
 
 }  // namespace

@@ -26,7 +26,10 @@ lock_probe probe_run_lock(const fs::path& run_dir) {
   lock_probe p;
   // O_RDONLY without O_CREAT: a run that never took its lock keeps no .lock file, and we add none.
   const int fd = ::open((run_dir / ".lock").c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return p;
+  if (fd < 0) {
+    p.known = errno == ENOENT;
+    return p;
+  }
   // A shared lock conflicts only with the holder's exclusive one, fails at once (LOCK_NB) while it
   // is held, and is dropped at once otherwise.
   if (::flock(fd, LOCK_SH | LOCK_NB) != 0) {
@@ -144,7 +147,8 @@ run_info read_run_info(const fs::path& run_dir) {
   r.lock = probe_run_lock(r.path);
   if (!r.db_status.empty()) {
     r.status = r.db_status;
-    if (r.status == "running" && !r.lock.held) r.status = "stopped";
+    if (r.status == "running" && !r.lock.held && r.lock.known) r.status = "stopped";
+    if (r.status == "running" && !r.lock.known) r.problems.push_back("its run lock cannot be probed (permission)");
   } else if (r.summary && r.summary->contains("success") && (*r.summary)["success"].is_boolean()) {
     r.status = (*r.summary)["success"].get<bool>() ? "finished" : "failed";
   } else {

@@ -20,6 +20,7 @@ namespace kagent::app {
 /// `pid` is the holder's pid as it wrote it, when known.
 struct lock_probe {
   bool held = false;
+  bool known = true;  ///< false: .lock exists but cannot be opened (another user's run): held is a guess
   std::string pid;
 };
 lock_probe probe_run_lock(const std::filesystem::path& run_dir);

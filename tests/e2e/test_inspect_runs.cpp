@@ -134,6 +134,10 @@ TEST_F(InspectRuns, RunsJsonIsAnArrayWithTheSummaryNumbers) {
   EXPECT_EQ(j[3]["status"], "unknown");
   EXPECT_TRUE(j[3]["best_ms"].is_null());
   EXPECT_FALSE(j[3]["problems"].empty());
+  // The root command's --run-dir before the subcommand names the base as well.
+  auto root = e2e::run({"--run-dir", base.string(), "runs", "--json"}, base_env);
+  EXPECT_EQ(root.exit_code, 0) << root.err;
+  EXPECT_EQ(root.out, r.out);
 }
 
 TEST_F(InspectRuns, RunsOfAnEmptyMissingOrFileBase) {
@@ -169,7 +173,7 @@ TEST_F(InspectRuns, ShowByIdAndByPath) {
   auto p = e2e::run({"show", run.string()}, base_env);
   EXPECT_EQ(p.exit_code, 0) << p.err;
   EXPECT_EQ(p.out, r.out);
-  auto k = e2e::run({"show", "2999", "--run-dir", base.string()}, base_env);
+  auto k = e2e::run({"--run-dir", base.string(), "show", "2999"}, base_env);
   EXPECT_EQ(k.exit_code, 0) << k.err;
   EXPECT_TRUE(contains(k.out, "stopped")) << k.out;
   EXPECT_TRUE(contains(k.out, "--resume")) << k.out;
