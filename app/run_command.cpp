@@ -1,5 +1,6 @@
 #include "app/run_command.hpp"
 
+#include "app/plan_command.hpp"
 #include "app/startup_checks.hpp"
 
 #include <fmt/format.h>
@@ -34,6 +35,8 @@ void add_run_options(CLI::App& app, run_options& o) {
   app.add_option("--llm-record", o.llm_record, "record every LLM request/response (keys redacted) in DIR");
   app.add_flag("--list-strategies", o.list_strategies, "list the strategies and exit");
   app.add_flag("-v,--verbose", o.verbose, "print every event");
+  app.add_flag("--print-config", o.print_config, "print the resolved config (after --model, --max-rounds, ...) and exit");
+  app.add_flag("--dry-run", o.dry_run, "print the plan (devices, candidates, most LLM calls, est. cost) and exit");
 }
 
 namespace {
@@ -130,6 +133,7 @@ static int run_one(run_config cfg, std::string kernel_dir, const run_options& o)
 
 int run_main(const run_options& o) {
   if (o.list_strategies) return list_strategies();
+  if (o.print_config || o.dry_run) return plan_main(o, [&o](run_config& c) { apply_overrides(c, o); });
   // Everything the command line and the environment say is checked before a config is loaded or a
   // directory touched: one line, exit 2.
   check_environment(current_environment());

@@ -24,6 +24,8 @@ struct run_options {
   std::string llm_record;
   bool list_strategies = false;
   bool verbose = false;
+  bool print_config = false;    ///< print the resolved config and exit (app/plan_command.cpp)
+  bool dry_run = false;         ///< print the plan and exit
 };
 
 void add_run_options(CLI::App& app, run_options& o);
