@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include <cctype>
 #include <iostream>
 #include <sstream>
 
@@ -49,8 +50,13 @@ void apply_overrides(run_config& cfg, const run_options& o) {
     throw user_error(fmt::format(
         "--model {}: strategy '{}' replays recorded replies (llm.provider: replay), so no model would be asked; "
         "to use a real model add --provider (anthropic, openai, openai_compatible with --base-url, ...), e.g. "
-        "--provider anthropic --model {}",
-        o.model, cfg.name, o.model));
+        "--provider {} --model {}",
+        o.model, cfg.name,
+        o.model.rfind("claude", 0) == 0 ? "anthropic"
+        : o.model.rfind("gpt", 0) == 0 || (o.model.size() > 1 && o.model[0] == 'o' && std::isdigit(static_cast<unsigned char>(o.model[1])))
+            ? "openai"
+            : "openai_compatible --base-url URL",
+        o.model));
   if (!o.model.empty()) {
     cfg.openai_model = o.model;
     cfg.llm.model = o.model;

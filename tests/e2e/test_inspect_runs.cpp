@@ -232,11 +232,14 @@ TEST_F(InspectRuns, ReportRendersAgainAlsoForAKilledRun) {
 
 TEST(PlanFlags, PrintConfigShowsTheOverriddenConfigAndCreatesNothing) {
   scratch s;
-  auto r = e2e::run({"--print-config", "--strategy", "cpu", "--max-rounds", "2", "--model", "gpt-5-mini"}, base_env,
-                    s.dir.string());
+  auto r = e2e::run({"--print-config", "--strategy", "cpu", "--max-rounds", "2", "--provider", "openai", "--model",
+                     "gpt-5-mini", "--budget-usd", "2.5"},
+                    base_env, s.dir.string());
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_TRUE(contains(r.out, "\nmax_rounds: 2\n")) << r.out;
   EXPECT_TRUE(contains(r.out, "openai_model: gpt-5-mini")) << r.out;
+  EXPECT_TRUE(contains(r.out, "provider: openai\n")) << r.out;
+  EXPECT_TRUE(contains(r.out, "budget_usd: 2.5\n")) << r.out;
   EXPECT_TRUE(contains(r.out, "platform: cpu")) << r.out;
   EXPECT_TRUE(fs::is_empty(s.dir));
   auto bad = e2e::run({"--print-config", "--strategy", "nope"}, base_env, s.dir.string());
