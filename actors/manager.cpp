@@ -174,8 +174,25 @@ caf::behavior manager_actor(caf::event_based_actor* self, context_ptr ctx, caf::
     auto best = fastest_verified();
     nlohmann::json s;
     const bool interrupted = st->interrupted_by != 0;
+    std::string why = error;
+    if (success && !interrupted && st->db->count() > 1) {
+      // A search in which no candidate ever got an LLM reply found nothing: it failed, with the
+      // first LLM error as the reason (a dead endpoint, an exhausted replay set, a spent budget).
+      long replies = 0;
+      for (const auto& u : st->db->llm_usage()) replies += u.calls - u.failed_calls;
+      if (replies == 0) {
+        success = false;
+        std::string first;
+        for (const auto& p : st->db->list_programs())
+          if (p.failure_cause.value_or("") == "llm" && p.error) {
+            first = p.error->substr(0, 300);
+            break;
+          }
+        why = "no candidate got an LLM reply" + (first.empty() ? std::string{} : "; the first error: " + first);
+      }
+    }
     s["success"] = !interrupted && success && best && best->time_ms >= 0;
-    if (!error.empty()) s["error"] = error;
+    if (!why.empty()) s["error"] = why;
     s["run_state"] = interrupted ? "interrupted" : s["success"].get<bool>() ? "finished" : "failed";
     if (interrupted) {
       s["interrupted"] = true;
@@ -259,7 +276,7 @@ caf::behavior manager_actor(caf::event_based_actor* self, context_ptr ctx, caf::
     }
     rd.write_summary(s);
     st->db->set_state(store::state_key::status, s["run_state"].get<std::string>());
-    emit("run_end", {{"success", s["success"]}, {"best_ms", s["best_ms"]}, {"error", error},
+    emit("run_end", {{"success", s["success"]}, {"best_ms", s["best_ms"]}, {"error", why},
                      {"run_state", s["run_state"]}});
     const int code = interrupted ? 130 : s["success"].get<bool>() ? 0 : 1;
     // A normal exit does not take linked or monitored actors with it in CAF 0.17: shut every child

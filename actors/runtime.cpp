@@ -18,6 +18,7 @@
 #include "platform/gpu/selection.hpp"
 #include "platform/gpu/timeouts.hpp"
 #include "platform/llm/dotenv.hpp"
+#include "platform/llm/preflight.hpp"
 #include "platform/llm/replay.hpp"
 #include "platform/process/sandbox.hpp"
 #include "platform/store/program_db.hpp"
@@ -182,6 +183,20 @@ run_outcome run_optimization(const run_request& req) {
                        settings.api_key_env};
     if (!settings.api_key_env.empty()) ctx->child_env.erase(settings.api_key_env);
     ctx->llm = make_provider(settings);
+    if (ctx->cfg.llm.preflight && settings.provider != "replay") {
+      // Before the long initial phase and before any directory exists: a refused key, an endpoint
+      // that does not answer or an unknown model is one line, exit 2.
+      const auto endpoint = settings.base_url.empty() ? std::string{"its default endpoint"} : settings.base_url;
+      auto quick = make_provider(preflight_settings(settings));
+      auto pf = run_preflight(*quick, settings.model);
+      if (pf.result == preflight_outcome::verdict::fatal)
+        throw user_error(fmt::format("LLM preflight failed for {} model {} at {}: {} (check the key{}, --model and "
+                                     "--base-url; llm.preflight: false skips this check)",
+                                     settings.provider, settings.model, endpoint, redact(pf.message),
+                                     settings.api_key_env.empty() ? "" : " in " + settings.api_key_env));
+      if (pf.result == preflight_outcome::verdict::transient)
+        ctx->notes.push_back("LLM preflight got a transient answer (the run retries): " + redact(pf.message));
+    }
     if (!ctx->llm_record_dir.empty())
       ctx->llm = std::make_shared<recording_provider>(ctx->llm, ctx->llm_record_dir,
                                                       std::vector<std::string>{settings.api_key});

@@ -347,7 +347,7 @@ run_config from_node(const YAML::Node& root, const std::string& origin) {
                 {"provider", "base_url", "model", "api_key_env", "max_tokens", "max_concurrency",
                  "requests_per_minute", "tokens_per_minute", "max_retries", "timeout_s", "connect_timeout_s",
                  "idle_timeout_s", "stream", "budget_usd", "call_budget_usd", "prices", "replay_dir",
-                 "max_reply_bytes"});
+                 "max_reply_bytes", "preflight"});
     auto& m = c.llm;
     r.get_choice(l, "llm", "provider", m.provider,
                  {"anthropic", "openai", "openai_compatible", "relay", "replay"});
@@ -363,6 +363,7 @@ run_config from_node(const YAML::Node& root, const std::string& origin) {
     r.get_double(l, "llm", "connect_timeout_s", m.connect_timeout_s, 0.1, limits::max_llm_timeout_s);
     r.get_double(l, "llm", "idle_timeout_s", m.idle_timeout_s, 0.1, limits::max_llm_timeout_s);
     r.get_bool(l, "llm", "stream", m.stream);
+    r.get_bool(l, "llm", "preflight", m.preflight);
     r.get_double(l, "llm", "budget_usd", m.budget_usd, 0, limits::max_usd);
     r.get_double(l, "llm", "call_budget_usd", m.call_budget_usd, 0, limits::max_usd);
     r.get_string(l, "llm", "replay_dir", m.replay_dir);
@@ -573,6 +574,7 @@ std::string to_yaml(const run_config& c) {
   }
   if (!l.replay_dir.empty()) e << YAML::Key << "replay_dir" << YAML::Value << l.replay_dir;
   e << YAML::Key << "max_reply_bytes" << YAML::Value << l.max_reply_bytes;
+  e << YAML::Key << "preflight" << YAML::Value << l.preflight;
   e << YAML::EndMap;
   e << YAML::EndMap;
   return std::string{e.c_str()} + "\n";

@@ -106,6 +106,9 @@ struct llm_config {
   /// A reply longer than this fails its call ("reply_too_large"): max_tokens bounds a real model's
   /// reply to ~100 KB, so 1 MiB only stops a runaway endpoint or replay file.
   int max_reply_bytes = 1024 * 1024;
+  /// One tiny call before the run (not for replay): a refused key, an unreachable endpoint or an
+  /// unknown model stops the run at once with exit 2 (platform/llm/preflight.hpp).
+  bool preflight = true;
 };
 
 struct platform_kwargs {

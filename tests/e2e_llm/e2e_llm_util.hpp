@@ -124,6 +124,7 @@ struct run_options {
   int samples_per_prompt = 1;   ///< with beam_search: candidates per round, calling the LLM at once
   std::string strategy = "greedy";  ///< greedy: one candidate per round
   int num_workers = 1;              ///< candidate pipelines in flight
+  bool preflight = false;           ///< llm.preflight
 };
 
 struct run_outcome {
@@ -142,6 +143,8 @@ inline std::string config_yaml(const std::string& base_url, const run_options& o
   y += "llm:\n  provider: openai_compatible\n  base_url: " + base_url + "\n  model: test-model\n";
   y += "  api_key_env: TEST_LLM_KEY\n  max_retries: " + std::to_string(o.max_retries) + "\n";
   y += std::string("  stream: ") + (o.stream ? "true" : "false") + "\n";
+  // Request i gets scripted reply i: the preflight would take the first one (its own tests turn it on).
+  y += std::string("  preflight: ") + (o.preflight ? "true" : "false") + "\n";
   y += "  timeout_s: " + std::to_string(o.timeout_s) + "\n  idle_timeout_s: " + std::to_string(o.idle_timeout_s) + "\n";
   return y;
 }

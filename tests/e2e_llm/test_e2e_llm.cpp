@@ -339,9 +339,10 @@ TEST(E2eLlm, RetryAfterBeyondTheCeilingGivesUpAtOnce) {
   expect_verified(db, "r2_c1", 1);
 }
 
-// Nothing listens at the endpoint: every candidate fails with a connection error, and the run
-// still ends normally with the initial kernel as its best.
-TEST(E2eLlm, EndpointDownFailsEveryCandidateButNotTheRun) {
+// Nothing listens at the endpoint (and the preflight is off): every candidate fails with a
+// connection error. A search in which no candidate got a reply found nothing: exit 1, with the first
+// LLM error as the reason; the run directory is still complete.
+TEST(E2eLlm, EndpointDownFailsEveryCandidateAndTheRun) {
   e2e::scratch s;
   std::string dead_url;
   {
@@ -354,12 +355,16 @@ TEST(E2eLlm, EndpointDownFailsEveryCandidateButNotTheRun) {
                         {"HTTP_PROXY", ""}, {"http_proxy", ""}, {"ALL_PROXY", ""}, {"all_proxy", ""},
                         {"CUDA_VISIBLE_DEVICES", ""}, {"HIP_VISIBLE_DEVICES", ""}},
                        s.dir.string(), 120);
-  EXPECT_EQ(proc.exit_code, 0) << proc.err << proc.out;
+  EXPECT_EQ(proc.exit_code, 1) << proc.err << proc.out;
+  EXPECT_NE(proc.err.find("kagent-actors: run failed: no candidate got an LLM reply; the first error: "),
+            std::string::npos)
+      << proc.err;
   auto dirs = e2e::run_dirs(s.dir / "runs");
   ASSERT_EQ(dirs.size(), 1u);
   ASSERT_TRUE(fs::exists(dirs.front() / "summary.json"));
   auto summary = json::parse(e2e::slurp(dirs.front() / "summary.json"));
-  EXPECT_EQ(summary.value("best_program_id", ""), "initial") << summary.dump(2);
+  EXPECT_FALSE(summary.value("success", true)) << summary.dump(2);
+  EXPECT_EQ(summary.value("run_state", ""), "failed");
   auto db = program_db::open(dirs.front() / "program.db", program_db::mode::read_only);
   for (const char* id : {"r1_c0", "r2_c1"}) expect_failed(db, id, "llm", "connection", 1);
   for (const auto& e : fs::recursive_directory_iterator(dirs.front())) {
@@ -417,4 +422,64 @@ TEST(E2eLlm, ConcurrentCandidatesRetryIndependently) {
   EXPECT_EQ(ep.requests(), 6);
   EXPECT_EQ(attempts, 6);
   expect_summary(r, 3, {});
+}
+
+// ---- preflight ------------------------------------------------------------------------------------
+
+namespace {
+run_outcome run_with_preflight(const e2e::scratch& s, const std::string& base_url) {
+  const auto cfg = s.write("preflight.yaml", config_yaml(base_url, {.rounds = 1, .stream = false, .preflight = true}));
+  run_outcome out;
+  out.proc = e2e::run({"--strategy", cfg, "--kernel-dir", kKernelDir, "--run-dir", (s.dir / "runs").string()},
+                      {{"PATH", "/usr/bin:/bin"}, {"KAGENT_INJECT_FAULT", ""}, {"TEST_LLM_KEY", kKey}, {"HTTP_PROXY", ""},
+                       {"http_proxy", ""}, {"ALL_PROXY", ""}, {"all_proxy", ""}},
+                      s.dir.string(), 120);
+  return out;
+}
+void expect_preflight_refused(const run_outcome& r, const e2e::scratch& s, const std::string& needle) {
+  EXPECT_EQ(r.proc.exit_code, 2) << r.proc.err << r.proc.out;
+  EXPECT_EQ(std::count(r.proc.err.begin(), r.proc.err.end(), '\n'), 1) << r.proc.err;
+  EXPECT_EQ(r.proc.err.rfind("kagent-actors: error: LLM preflight failed for openai_compatible model test-model at ", 0), 0u)
+      << r.proc.err;
+  EXPECT_NE(r.proc.err.find(needle), std::string::npos) << r.proc.err;
+  EXPECT_EQ(r.proc.err.find(kKey), std::string::npos) << "the key is on stderr";
+  EXPECT_TRUE(e2e::run_dirs(s.dir / "runs").empty()) << "a run directory was made";
+}
+}  // namespace
+
+TEST(E2eLlm, PreflightRefusesARejectedKeyBeforeAnythingIsCreated) {
+  // The endpoint answers 401 and echoes the key: one line, exit 2, no run directory, one request.
+  e2e::scratch s;
+  scripted_endpoint ep({reply(json_reply(401, openai_error_body("Incorrect API key provided: " + kKey, "invalid_request_error",
+                                                                "invalid_api_key")))});
+  auto r = run_with_preflight(s, ep.base_url());
+  expect_preflight_refused(r, s, "auth");
+  EXPECT_NE(r.proc.err.find("TEST_LLM_KEY"), std::string::npos) << r.proc.err;
+  EXPECT_EQ(ep.requests(), 1);
+}
+
+TEST(E2eLlm, PreflightRefusesAnUnknownModelAndAnUnreachableEndpoint) {
+  e2e::scratch s;
+  scripted_endpoint ep({reply(json_reply(404, openai_error_body("The model `test-model` does not exist", "invalid_request_error",
+                                                                "model_not_found")))});
+  expect_preflight_refused(run_with_preflight(s, ep.base_url()), s, "does not exist");
+  std::string dead_url;
+  {
+    scripted_endpoint gone({});
+    dead_url = gone.base_url();
+  }
+  expect_preflight_refused(run_with_preflight(s, dead_url), s, "connection");
+}
+
+TEST(E2eLlm, PreflightLetsATransientAnswerAndAGoodEndpointRun) {
+  // 503 to the preflight is transient: the run goes on (and says so); its candidate is verified.
+  e2e::scratch s;
+  scripted_endpoint ep({reply(json_reply(503, openai_error_body("try later", "server_error", "overloaded")))});
+  auto r = run_with_preflight(s, ep.base_url());
+  EXPECT_EQ(r.proc.exit_code, 0) << r.proc.err << r.proc.out;
+  EXPECT_NE((r.proc.out + r.proc.err).find("LLM preflight got a transient answer"), std::string::npos) << r.proc.err;
+  EXPECT_EQ(ep.requests(), 2);  // the preflight, then the candidate's optimize call
+  auto first = json::parse(ep.received().front().body);
+  EXPECT_EQ(first["model"], "test-model");
+  EXPECT_LE(first.value("max_tokens", 0), 16);
 }
