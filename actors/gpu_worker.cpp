@@ -356,6 +356,7 @@ caf::behavior candidate_actor(caf::event_based_actor* self, context_ptr ctx, can
                         }
                         st->result.time_ms = be.time_ms;
                         st->result.floor_pct = be.floor_pct;
+                        st->result.time_spread_pct = be.time_spread_pct;
                         st->result.code_hash = be.code_hash;
                         st->result.code = st->code;
                         st->attempt["time_after_ms"] = be.time_ms;

@@ -55,6 +55,7 @@ struct manager_state {
   std::map<std::string, std::string> claims;          ///< code hash -> the in-flight candidate that asked first
   std::set<std::string> expanded;                     ///< async: parent|direction|model|sample
   std::set<std::string> diverged;                     ///< verified, but too slow to become a parent
+  std::map<std::string, double> spreads;              ///< candidate -> IQR of its timed calls / median, in %
   std::vector<program_entry> round_results;
   std::string default_model;
   int round = 0;
@@ -230,11 +231,21 @@ caf::behavior manager_actor(caf::event_based_actor* self, context_ptr ctx, caf::
     } else {
       s["best_ms"] = nullptr;
     }
+    s["version"] = KAGENT_VERSION;
     s["rounds"] = st->round;
+    // Counts of candidates: the starting kernel is none of them, and a duplicate is not a failure.
+    const auto by_cause = st->db->failures_by_cause();
+    const long duplicates = by_cause.count("duplicate") ? static_cast<long>(by_cause.at("duplicate")) : 0;
+    auto initial_rec = st->db->get_program("initial");
+    const bool initial_verified = initial_rec && initial_rec->status == store::program_status::verified;
     s["candidates"] = st->db->count() - 1;  // minus the initial kernel
-    s["verified"] = st->db->count(store::program_status::verified);  // the initial kernel included
-    s["failed"] = st->db->count(store::program_status::failed);
-    s["failures_by_cause"] = st->db->failures_by_cause();
+    s["verified"] = st->db->count(store::program_status::verified) - (initial_verified ? 1 : 0);
+    s["duplicates"] = duplicates;
+    s["failed"] = st->db->count(store::program_status::failed) - duplicates -
+                  (initial_rec && initial_rec->status == store::program_status::failed ? 1 : 0);
+    s["pending"] = st->db->count(store::program_status::pending) -
+                   (initial_rec && initial_rec->status == store::program_status::pending ? 1 : 0);
+    s["failures_by_cause"] = by_cause;
     s["diverged"] = st->diverged.size();
     if (st->stop_requested) s["early_stop_reason"] = st->stop_reason;
     nlohmann::json synth = nlohmann::json::array();
@@ -250,8 +261,13 @@ caf::behavior manager_actor(caf::event_based_actor* self, context_ptr ctx, caf::
     }
     s["mode_changes"] = st->mode_changes;
     nlohmann::json top = nlohmann::json::array();
-    for (const auto& p : st->db->top_k_verified(5))
-      top.push_back({{"program_id", p.id}, {"time_ms", num_or_null(p.time_ms.value_or(-1))}, {"generation", p.round}});
+    // Diverged kernels (verified, but too slow to be a parent) are not top kernels.
+    for (const auto& p : st->db->top_k_verified(5 + st->diverged.size())) {
+      if (st->diverged.count(p.id) || top.size() >= 5) continue;
+      nlohmann::json t{{"program_id", p.id}, {"time_ms", num_or_null(p.time_ms.value_or(-1))}, {"generation", p.round}};
+      if (auto sp = st->spreads.find(p.id); sp != st->spreads.end()) t["spread_pct"] = sp->second;
+      top.push_back(t);
+    }
     s["top_kernels"] = top;
     nlohmann::json llm{{"calls", 0}, {"failed_calls", 0}, {"tokens_in", 0}, {"tokens_out", 0}, {"cost_usd", 0.0}};
     nlohmann::json by = nlohmann::json::array();
@@ -727,7 +743,10 @@ caf::behavior manager_actor(caf::event_based_actor* self, context_ptr ctx, caf::
                               {"failure_cause", ok ? "" : u.failure_cause.value_or("")},
                               {"error", ok ? "" : error.substr(0, 500)}, {"best_ms", num_or_null(best_ms)},
                               {"new_best", new_best}, {"device_s", res.device_s}, {"llm_s", res.llm_s},
-                              {"diverged", diverged}});
+                              {"diverged", diverged},
+                              {"spread_pct", ok && is_measured(res.time_spread_pct) ? nlohmann::json(res.time_spread_pct)
+                                                                                    : nlohmann::json(nullptr)}});
+    if (ok && is_measured(res.time_spread_pct)) st->spreads[res.candidate_id] = res.time_spread_pct;
     if (st->finished) return;
     auto rec = st->db->get_program(res.candidate_id);
     const bool feed = rec && feeds_strategy(*rec);

@@ -80,7 +80,7 @@ struct evaluation {
   bool verified = false;
   bool benchmarked = false;
   double time_ms = not_measured;
-  double time_spread_pct = 0;   ///< (p90 - p10) / median
+  double time_spread_pct = 0;   ///< interquartile range / median of the timed calls, in %
   double eager_ms = not_measured;
   double compile_ms = not_measured;
   std::string error;            ///< what failed, for the record and for the next prompt
@@ -171,6 +171,7 @@ struct candidate_result {
   double device_s = 0;          ///< time this candidate held the device (verify, benchmark, profile)
   double llm_s = 0;             ///< time spent waiting for LLM replies
   double floor_pct = not_measured;  ///< achieved fraction of the physics floor, in %
+  double time_spread_pct = not_measured;  ///< interquartile range of the timed calls over their median, in %
 };
 /// From a candidate (through its gpu worker) to the manager, after the benchmark and before any
 /// profile: is this compiled code already known? The manager answers from the verified programs and
@@ -259,7 +260,7 @@ template <class I>
 typename I::result_type inspect(I& f, candidate_result& x) {
   return f(caf::meta::type_name("candidate_result"), x.candidate_id, x.parent_id, x.round, x.gpu_id, x.ok, x.code,
            x.time_ms, x.error, x.failure_cause, x.code_hash, x.bottleneck, x.model, x.attempt_json,
-           x.reflexion_json, x.profile_json, x.device_s, x.llm_s, x.floor_pct);
+           x.reflexion_json, x.profile_json, x.device_s, x.llm_s, x.floor_pct, x.time_spread_pct);
 }
 template <class I>
 typename I::result_type inspect(I& f, dedup_query& x) {

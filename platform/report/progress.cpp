@@ -94,6 +94,7 @@ void update(progress_state& st, const std::string& type, const nlohmann::json& p
   if (type == "run_start") {
     st.t_start_s = t_s;
     st.strategy = text_of(p, "strategy");
+    if (p.is_object() && p.contains("vendor")) st.gpu = !text_of(p, "vendor").empty();
     st.search = text_of(p, "search");
     if (p.is_object() && p.contains("schedule") && p["schedule"].is_string() && !p["schedule"].get<std::string>().empty())
       st.schedule = p["schedule"].get<std::string>();
@@ -125,7 +126,9 @@ void update(progress_state& st, const std::string& type, const nlohmann::json& p
     if (st.schedule == "async") st.round = std::max(st.round, static_cast<int>(int_or(p, "round", 0)));
   } else if (type == "candidate_result") {
     const bool ok = p.is_object() && p.contains("ok") && p["ok"].is_boolean() && p["ok"].get<bool>();
-    ok ? ++st.ok : ++st.failed;
+    if (ok) ++st.ok;
+    else if (text_of(p, "failure_cause") == "duplicate") ++st.duplicates;
+    else ++st.failed;
     ++st.round_results;
     st.in_flight.erase(text_of(p, "candidate_id"));
     if (auto d = finite_number(p, "device_s"); d && *d >= 0) {
@@ -189,6 +192,7 @@ std::string format_progress_line(const progress_state& st, double now_s) {
   parts.push_back(format_duration(elapsed) + " " + where);
 
   std::string cands = fmt::format("{} ok, {} failed", st.ok, st.failed);
+  if (st.duplicates > 0) cands += fmt::format(", {} dup", st.duplicates);
   const int running = st.running();
   if (st.slots > 0 && st.saw_candidate_start)
     cands += fmt::format(", {}/{}{} running", running, st.slots, st.slots_auto ? " (auto)" : "");
@@ -197,8 +201,9 @@ std::string format_progress_line(const progress_state& st, double now_s) {
 
   parts.push_back("best " + format_ms(st.best_ms) + speedup_suffix(st));
 
-  if (auto busy = st.gpu_busy_pct(now_s)) parts.push_back(fmt::format("GPU {:.0f}%", *busy));
-  else parts.push_back("GPU n/a");
+  const char* what = st.gpu ? "GPU" : "device";
+  if (auto busy = st.gpu_busy_pct(now_s)) parts.push_back(fmt::format("{} {:.0f}%", what, *busy));
+  else parts.push_back(fmt::format("{} n/a", what));
 
   const auto l = st.llm();
   parts.push_back(fmt::format("LLM {} tok {}", format_count(l.tokens_in + l.tokens_out), format_usd(l.cost_usd)));
@@ -260,10 +265,14 @@ std::optional<std::string> format_log_line(const progress_state& st, const std::
     if (gpu_of(p)) who += " (" + gpu_label(p) + ")";
     const bool new_best = p.is_object() && p.contains("new_best") && p["new_best"].is_boolean() && p["new_best"].get<bool>();
     if (ok)
-      return say(fmt::format("{}: {}{}, best {}{} [{} ok, {} failed]", who, format_ms(positive_ms(p, "time_ms")),
+      return say(fmt::format("{}: {}{}{}, best {}{} [{} ok, {} failed]", who, format_ms(positive_ms(p, "time_ms")),
+                             finite_number(p, "spread_pct") ? fmt::format(" (IQR {:.1f}%)", *finite_number(p, "spread_pct")) : "",
                              new_best ? " NEW BEST" : "", format_ms(st.best_ms), speedup_suffix(st), st.ok, st.failed));
     std::string cause = text_of(p, "failure_cause");
     std::string err = text_of(p, "error");
+    if (cause == "duplicate")
+      return say(fmt::format("{}: duplicate{}{} [{} ok, {} failed, {} dup]", who, err.empty() ? "" : ": ", one_line(err, 160),
+                             st.ok, st.failed, st.duplicates));
     return say(fmt::format("{}: failed ({}){}{} [{} ok, {} failed]", who, cause.empty() ? "unknown" : cause,
                            err.empty() ? "" : ": ", one_line(err, 160), st.ok, st.failed));
   }

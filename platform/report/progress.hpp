@@ -36,7 +36,9 @@ struct progress_state {
   bool slots_auto = false;        ///< num_workers: auto (the count follows `concurrency` events)
   int slots = 0;                  ///< concurrent candidate slots when run_start names them (num_workers / slots)
   int ok = 0;                     ///< candidates verified
-  int failed = 0;                 ///< candidates failed
+  int failed = 0;                 ///< candidates failed (duplicates are not failures)
+  int duplicates = 0;             ///< candidates whose code was already known
+  bool gpu = true;                ///< the devices are GPUs (run_start.vendor set); "device" otherwise
   bool saw_candidate_start = false;
   std::set<std::string> in_flight;  ///< candidate_start without a candidate_result yet
   std::optional<double> initial_ms;
@@ -55,7 +57,7 @@ struct progress_state {
   bool success = false;           ///< run_end.success
 
   /// Candidates whose result is in.
-  int results() const { return ok + failed; }
+  int results() const { return ok + failed + duplicates; }
   /// Candidates started and not finished: from candidate_start events when the run sends them,
   /// else the current round's candidates without a result.
   int running() const;

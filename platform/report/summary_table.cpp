@@ -81,10 +81,14 @@ summary_view make_summary_view(const nlohmann::json& s_in) {
   v.candidates = count_or_na(s, "candidates");
   v.verified = count_or_na(s, "verified");
   v.failed = count_or_na(s, "failed");
+  v.duplicates = count_or_na(s, "duplicates");
+  v.interrupted = s.value("interrupted", false);
   if (s.contains("failures_by_cause") && s["failures_by_cause"].is_object()) {
     std::vector<std::pair<std::string, long long>> causes;
     for (auto it = s["failures_by_cause"].begin(); it != s["failures_by_cause"].end(); ++it) {
       auto n = finite_number(it.value());
+      // A duplicate is counted on its own (summaries from before that count listed it as a cause).
+      if (it.key() == "duplicate" && s.contains("duplicates")) continue;
       if (n && *n > 0) causes.emplace_back(it.key(), std::llround(*n));
     }
     std::stable_sort(causes.begin(), causes.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
@@ -117,8 +121,8 @@ std::string format_summary_table(const nlohmann::json& summary) {
     if (label == "best kernel" && !v.best_program_id.empty()) label += " (" + v.best_program_id + ")";
     out += fmt::format("  {:<22} {:>14}  {:>16}\n", one_line(label, 22), r.time, r.speedup);
   }
-  out += fmt::format("  rounds {}  candidates {}  verified {}  failed {}  wall time {}\n", v.rounds, v.candidates,
-                     v.verified, v.failed, v.wall_time);
+  out += fmt::format("  rounds {}  candidates {}  verified {}  failed {}{}  wall time {}\n", v.rounds, v.candidates,
+                     v.verified, v.failed, v.duplicates == "n/a" ? "" : "  duplicates " + v.duplicates, v.wall_time);
   std::vector<std::string> causes;
   for (const auto& [cause, n] : v.failures_by_cause) causes.push_back(cause + "=" + n);
   out += "  failures by cause: " + (causes.empty() ? std::string("none") : fmt::format("{}", fmt::join(causes, ", "))) + "\n";
@@ -128,7 +132,8 @@ std::string format_summary_table(const nlohmann::json& summary) {
          (v.synthetic_devices.empty() ? std::string("none") : fmt::format("{}", fmt::join(v.synthetic_devices, ", "))) + "\n";
   out += "  best kernel: " + (v.best_kernel_path.empty() ? std::string("(none)") : v.best_kernel_path) + "\n";
   out += "  run directory: " + (v.run_dir.empty() ? std::string("n/a") : v.run_dir) + "\n";
-  if (!v.success) out += "  FAILED: " + v.error + "\n";
+  if (v.interrupted) out += "  INTERRUPTED: " + v.error + " (resume: " + text_of(summary, "resume_command") + ")\n";
+  else if (!v.success) out += "  FAILED: " + v.error + "\n";
   return out;
 }
 

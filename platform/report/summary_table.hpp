@@ -23,7 +23,9 @@ struct summary_view {
   std::string error;                  ///< why the run failed ("" when it did not)
   std::vector<timing_row> timings;    ///< eager, torch.compile, starting, best
   std::string best_program_id;        ///< "" when none
-  std::string rounds, candidates, verified, failed;  ///< counts or "n/a"
+  std::string rounds, candidates, verified, failed;  ///< counts of candidates (not the starting kernel) or "n/a"
+  std::string duplicates = "n/a";     ///< candidates whose code was already known (not failures)
+  bool interrupted = false;           ///< stopped by Ctrl-C / SIGTERM (summary.interrupted)
   std::vector<std::pair<std::string, std::string>> failures_by_cause;  ///< cause -> count, by count desc
   std::string llm_calls, llm_failed_calls, llm_tokens_in, llm_tokens_out, llm_cost;  ///< or "n/a"
   std::vector<std::string> synthetic_devices;  ///< "gpu1", ... (empty: none)

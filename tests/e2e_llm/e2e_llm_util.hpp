@@ -278,7 +278,8 @@ inline void expect_summary(const run_outcome& r, int total, const std::map<std::
     failed += n;
   }
   EXPECT_EQ(s.value("failed", -1), failed) << s.dump(2);
-  EXPECT_EQ(s.value("verified", -1), total - failed + 1) << s.dump(2);  // + the initial kernel
+  EXPECT_EQ(s.value("verified", -1), total - failed) << s.dump(2);  // candidates only, not the starting kernel
+  EXPECT_EQ(s.value("duplicates", -1), 0) << s.dump(2);
   // The LLM block adds up the llm_calls table.
   auto db = program_db::open(r.run_dir / "program.db", program_db::mode::read_only);
   const auto calls = db.list_llm_calls();
