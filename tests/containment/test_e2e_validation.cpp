@@ -164,10 +164,7 @@ TEST(Saved, ANonUtf8ReplyIsNormalisedBeforeVerificationAndSavedAsVerified) {
   const auto cfg = noop_config(s, "utf8", "", (s.dir / "replay").string());
   auto r = run({"--strategy", cfg, "--kernel-dir", matvec, "--run-dir", (s.dir / "runs").string(), "--max-rounds", "1"},
                no_gpu_tools);
-  // Its only candidate got no usable reply, so the search found nothing: exit 1, with that reason.
-  ASSERT_EQ(r.exit_code, 1) << r.err;
-  EXPECT_NE(r.err.find("run failed: no candidate got an LLM reply; the first error: reply_too_large"), std::string::npos)
-      << r.err;
+  ASSERT_EQ(r.exit_code, 0) << r.err;
   auto run_dir = run_dirs(s.dir / "runs").front();
   auto db = program_db::open(run_dir / "program.db", program_db::mode::read_only);
   auto p = db.get_program("r1_c0");
@@ -204,7 +201,10 @@ TEST(Saved, AnOversizedReplyFailsItsCandidateWithAClearCause) {
   }
   auto r = run({"--strategy", cfg, "--kernel-dir", matvec, "--run-dir", (s.dir / "runs").string(), "--max-rounds", "1"},
                no_gpu_tools);
-  ASSERT_EQ(r.exit_code, 0) << r.err;
+  // Its only candidate got no usable reply, so the search found nothing: exit 1, with that reason.
+  ASSERT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("run failed: no candidate got an LLM reply; the first error: reply_too_large"), std::string::npos)
+      << r.err;
   auto run_dir = run_dirs(s.dir / "runs").front();
   auto db = program_db::open(run_dir / "program.db", program_db::mode::read_only);
   auto p = db.get_program("r1_c0");
