@@ -19,6 +19,7 @@
 #include "platform/gpu/timeouts.hpp"
 #include "platform/llm/dotenv.hpp"
 #include "platform/llm/preflight.hpp"
+#include "platform/prompt/prompt.hpp"
 #include "platform/llm/replay.hpp"
 #include "platform/process/sandbox.hpp"
 #include "platform/store/program_db.hpp"
@@ -165,6 +166,7 @@ run_outcome run_optimization(const run_request& req) {
     ctx->sandbox_prefix = plan_sandbox(ctx->sandbox_mode, r).prefix;
   }
   ctx->notes = notes;
+  ctx->cfg.target_platform = prompt_target_platform(ctx->cfg.target_platform, ctx->vendor, ctx->cfg.platform.verifier);
   ctx->test_timeout_s = resolve_test_timeout_s(ctx->cfg.test_timeout_s,
                                                ctx->vendor.empty() ? ctx->cfg.platform.verifier : ctx->vendor);
   ctx->child_env = scrub_env(env, secret_patterns);
@@ -178,6 +180,11 @@ run_outcome run_optimization(const run_request& req) {
     auto llm_env = merge_env(merge_env(env, scrubbed_secrets()), dotenv);
     auto settings = resolve_provider(ctx->cfg.llm, ctx->cfg.openai_model, llm_env);
     register_secret(settings.api_key_env, settings.api_key);  // also when it came from .env
+    // `auto` is resolved once, here: every request names the model it picked.
+    if (ctx->cfg.openai_model == "auto") ctx->cfg.openai_model = settings.model;
+    if (ctx->cfg.llm.model == "auto") ctx->cfg.llm.model = settings.model;
+    for (auto& m : ctx->cfg.strategy_cfg.models)
+      if (m == "auto") m = settings.model;
     ctx->llm_chosen = {settings.provider, settings.model,
                        settings.provider == "replay" ? settings.replay_dir : settings.base_url, settings.reason,
                        settings.api_key_env};

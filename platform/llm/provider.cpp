@@ -207,6 +207,24 @@ bool probe_relay(const std::string& url) {
   }
 }
 
+std::string auto_model(const llm_config& cfg, const env_map& env) {
+  const auto has_key = [&](const std::string& provider) {
+    return !api_key_from(env, cfg.api_key_env.empty() ? default_key_env(provider) : cfg.api_key_env).empty();
+  };
+  if (cfg.provider == "anthropic" || (cfg.provider.empty() && has_key("anthropic"))) return auto_models().front();
+  if (cfg.provider == "openai" || cfg.provider == "openai_responses" || (cfg.provider.empty() && has_key("openai")))
+    return auto_models().back();
+  throw user_error("model 'auto' picks " + auto_models().front() + " when ANTHROPIC_API_KEY is set and " +
+                   auto_models().back() + " when OPENAI_API_KEY is set; neither is" +
+                   (cfg.provider.empty() ? std::string{} : " for provider " + cfg.provider) +
+                   ": set one (environment or .env) or pass --model (and --provider)");
+}
+
+const std::vector<std::string>& auto_models() {
+  static const std::vector<std::string> m{"claude-opus-4-6", "gpt-5"};
+  return m;
+}
+
 provider_settings resolve_provider(const llm_config& cfg, const std::string& fallback_model, const env_map& env,
                                    const std::function<bool(const std::string&)>& relay_probe) {
   static const std::vector<std::string> known = {"anthropic", "openai", "openai_responses", "openai_compatible",
@@ -220,6 +238,7 @@ provider_settings resolve_provider(const llm_config& cfg, const std::string& fal
   s.replay_dir = cfg.replay_dir;
 
   std::string provider = cfg.provider;
+  if (s.model == "auto") s.model = auto_model(cfg, env);
   if (!provider.empty()) {
     bool ok = false;
     for (auto& k : known) ok = ok || k == provider;

@@ -50,7 +50,15 @@ struct provider_settings {
 /// try anthropic then relay, unknown `gpt-*`/`o<digit>*` openai then relay, anything else relay.
 std::vector<std::string> registry_providers(const std::string& model);
 
-/// Resolves the provider. Model: cfg.model, else `fallback_model` (the run's openai_model).
+/// The models `auto` chooses from, in order: an Anthropic one (ANTHROPIC_API_KEY), an OpenAI one
+/// (OPENAI_API_KEY).
+const std::vector<std::string>& auto_models();
+/// Model `auto`: the first of auto_models() whose provider has a key (or that llm.provider names).
+/// Throws user_error saying which keys it looked for when none is set.
+std::string auto_model(const llm_config& cfg, const env_map& env);
+
+/// Resolves the provider. Model: cfg.model, else `fallback_model` (the run's openai_model); `auto`
+/// resolves with auto_model().
 /// Provider: cfg.provider if set; else base_url set -> anthropic for claude models, openai_compatible
 /// otherwise; else the registry order, taking the first available one (a key is set; for relay,
 /// `relay_probe(url)` answers). `env` must already include .env (see merge_env).

@@ -140,6 +140,13 @@ std::string platform_guidance(const std::string& target_platform, const std::map
   return trim_blank(render_prompt("platform_guidance", d, overrides, install_root));
 }
 
+std::string prompt_target_platform(const std::string& configured, const std::string& vendor, const std::string& verifier) {
+  const std::string chosen = !vendor.empty() ? vendor : verifier;
+  if (chosen == "rocm") return "rocm";
+  if (chosen == "nvidia" && configured == "rocm") return "cuda";
+  return configured;
+}
+
 std::string platform_guidance(const std::string& target_platform) {
   return platform_guidance(target_platform, {}, install_root());
 }

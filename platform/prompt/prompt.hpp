@@ -27,6 +27,13 @@ std::string platform_guidance(const std::string& target_platform);
 std::string platform_guidance(const std::string& target_platform, const std::map<std::string, std::string>& overrides,
                               const std::string& install_root);
 
+/// The target platform the prompts are written for: the vendor that was chosen wins over the
+/// config's `target_platform` (whose default is "cuda"), so that a run on AMD — detected, or named
+/// with `platform: rocm` — puts the ROCm guidance and restrictions in every prompt, and one on NVIDIA
+/// never gets them. `vendor` is the detected one ("" without a GPU), `verifier` the verifier
+/// component's platform. GPU-less platforms (cpu, noop) keep the configured value.
+std::string prompt_target_platform(const std::string& configured, const std::string& vendor, const std::string& verifier);
+
 /// The last `n` bytes of `s`, prefixed with "..." when cut.
 std::string tail_text(const std::string& s, size_t n);
 /// The first `n` bytes of `s`, followed by "..." when cut.

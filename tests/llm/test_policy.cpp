@@ -244,6 +244,27 @@ TEST(LlmResolve, RegistryOrderAndAvailability) {
   EXPECT_EQ(resolve_provider(cfg, "gpt-5", {{"LLM_RELAY_URL", "http://relay:9"}, {"LLM_RELAY_TIMEOUT_S", "120"}}, relay_up).timeout_s, 120);
 }
 
+TEST(LlmResolve, AutoModelFollowsTheKeysTheUserHas) {
+  // The default strategy's model is `auto`: it works with whichever vendor's key is set.
+  llm_config cfg;
+  auto a = resolve_provider(cfg, "auto", {{"ANTHROPIC_API_KEY", "a-key"}}, no_relay);
+  EXPECT_EQ(a.model, "claude-opus-4-6");
+  EXPECT_EQ(a.provider, "anthropic");
+  auto o = resolve_provider(cfg, "auto", {{"OPENAI_API_KEY", "o-key"}}, no_relay);
+  EXPECT_EQ(o.model, "gpt-5");
+  EXPECT_EQ(o.provider, "openai");
+  cfg.provider = "openai";
+  EXPECT_EQ(resolve_provider(cfg, "auto", {{"ANTHROPIC_API_KEY", "a"}, {"OPENAI_API_KEY", "o"}}, no_relay).model, "gpt-5");
+  cfg.provider.clear();
+  try {
+    resolve_provider(cfg, "auto", {}, no_relay);
+    FAIL();
+  } catch (const user_error& e) {
+    EXPECT_NE(std::string(e.what()).find("ANTHROPIC_API_KEY"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("OPENAI_API_KEY"), std::string::npos) << e.what();
+  }
+}
+
 TEST(LlmResolve, NoProviderIsAUserError) {
   llm_config cfg;
   try {

@@ -461,3 +461,16 @@ TEST(PromptHelpers, RooflineViewOmitsTensorCoresOnRocmAndMarksMissingSol) {
   EXPECT_EQ(v["bottleneck"], "UNDERUTILIZED");
   EXPECT_TRUE(promptfmt::roofline_view(nullptr).is_null());
 }
+
+TEST(PromptPlatform, TheChosenVendorDecidesTheGuidance) {
+  // AMD detected, or `platform: rocm`, with the config's default target_platform: ROCm prompts.
+  EXPECT_EQ(kagent::prompt_target_platform("cuda", "rocm", "rocm"), "rocm");
+  EXPECT_EQ(kagent::prompt_target_platform("cuda", "", "rocm"), "rocm");
+  EXPECT_NE(kagent::platform_guidance(kagent::prompt_target_platform("cuda", "rocm", "rocm")), "");
+  // NVIDIA never gets the ROCm restrictions, even from a config copied from an AMD one.
+  EXPECT_EQ(kagent::prompt_target_platform("rocm", "nvidia", "nvidia"), "cuda");
+  EXPECT_EQ(kagent::prompt_target_platform("cuda", "nvidia", "nvidia"), "cuda");
+  // GPU-less platforms keep what the config says.
+  EXPECT_EQ(kagent::prompt_target_platform("cpu", "", "cpu"), "cpu");
+  EXPECT_EQ(kagent::prompt_target_platform("cuda", "", "noop"), "cuda");
+}
