@@ -199,6 +199,10 @@ std::string install_root() {
   if (!ec) {
     for (fs::path p = exe.parent_path(); !p.empty(); p = p.parent_path()) {
       if (fs::exists(p / "configs" / "noop.yaml", ec)) return p.string();
+      // An installed tree (cmake --install, scripts/install.sh): PREFIX/bin/kagent-actors and
+      // PREFIX/share/kagent-actors/{configs,templates,harness}.
+      if (fs::exists(p / "share" / "kagent-actors" / "configs" / "noop.yaml", ec))
+        return (p / "share" / "kagent-actors").string();
       if (p == p.root_path()) break;
     }
   }

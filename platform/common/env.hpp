@@ -46,6 +46,7 @@ std::string find_on_path(const std::string& name, const std::string& path_var);
 namespace kagent {
 /// The directory holding configs/, templates/, harness/ and examples/: $KAGENT_HOME if set, else the
 /// first ancestor of the running executable that has configs/noop.yaml (a build tree inside the
-/// checkout, or a carried copy), else the source directory compiled in.
+/// checkout, or a carried copy) or share/kagent-actors/configs/noop.yaml (an installed tree: that
+/// share directory), else the source directory compiled in.
 std::string install_root();
 } // namespace kagent

@@ -273,3 +273,44 @@ TEST(Llm, BadProviderSettingsExit2BeforeTheRunStarts) {
   EXPECT_NE(k.err.find("OPENAI_API_KEY"), std::string::npos) << k.err;
   EXPECT_TRUE(run_dirs(s.dir / "runs").empty());
 }
+
+TEST(Install, AnInstalledTreeRunsFromAnywhereWithItsOwnConfigsTemplatesAndHarness) {
+  // `cmake --install` (what scripts/install.sh runs) into a fresh prefix: the installed binary finds
+  // PREFIX/share/kagent-actors from its own location — not the checkout it was built from — lists
+  // its strategies from there and runs, from an unrelated directory.
+  scratch s;
+  const auto prefix = s.dir / "prefix";
+  kagent::process_spec in;
+  in.argv = {"cmake", "--install", KAGENT_BINARY_DIR, "--prefix", prefix.string()};
+  in.timeout = std::chrono::seconds(120);
+  auto inst = kagent::run_process(in);
+  ASSERT_TRUE(inst.ok()) << inst.describe() << inst.err << inst.out;
+  const auto bin = prefix / "bin/kagent-actors";
+  const auto share = prefix / "share/kagent-actors";
+  ASSERT_TRUE(fs::exists(bin));
+  for (const char* f : {"configs/noop.yaml", "configs/cpu.yaml", "templates", "harness/evaluator.py", "harness/judge.py"})
+    EXPECT_TRUE(fs::exists(share / f)) << f;
+  EXPECT_FALSE(fs::exists(share / "harness/tests")) << "the harness's own tests are not installed";
+  fs::create_directories(s.dir / "elsewhere");
+  auto env = kagent::current_environment();
+  env.erase("KAGENT_HOME");
+  env.erase("KAGENT_CONFIG_DIR");
+  env["PATH"] = "/usr/bin:/bin";
+  env["KAGENT_INJECT_FAULT"] = "";
+  auto run_installed = [&](std::vector<std::string> args) {
+    kagent::process_spec p;
+    p.argv = {bin.string()};
+    p.argv.insert(p.argv.end(), args.begin(), args.end());
+    p.env = env;
+    p.cwd = (s.dir / "elsewhere").string();
+    p.timeout = std::chrono::seconds(120);
+    return kagent::run_process(p);
+  };
+  auto list = run_installed({"--list-strategies"});
+  ASSERT_EQ(list.exit_code, 0) << list.err;
+  EXPECT_NE(list.out.find((share / "configs/noop.yaml").string()), std::string::npos) << list.out;
+  EXPECT_EQ(list.out.find(source("configs")), std::string::npos) << "it read the checkout's configs:\n" << list.out;
+  auto r = run_installed({"--strategy", "noop", "--kernel-dir", matvec, "--run-dir", "runs", "--max-rounds", "1"});
+  EXPECT_EQ(r.exit_code, 0) << r.err << r.out;
+  EXPECT_EQ(run_dirs(s.dir / "elsewhere/runs").size(), 1u);
+}
