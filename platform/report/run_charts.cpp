@@ -33,7 +33,8 @@ std::vector<double> span_ticks(double lo, double hi, bool clock) {
 
 std::string time_tick(double v, bool clock) {
   if (clock) return format_duration(v);
-  return fmt::format("{:g}", std::round(v * 1000) / 1000);
+  const double r = std::round(v * 1000) / 1000;
+  return fmt::format("{:g}", r == 0 ? 0.0 : r);  // never "-0"
 }
 
 } // namespace
