@@ -240,6 +240,90 @@ fs::path make_no_candidate_run(const fs::path& base) {
   return rd.path();
 }
 
+const char* const hostile_reply = "Here is the kernel.\n</pre><script>alert('reply')</script><pre>\n"
+                                  "<img src=x onerror=alert(2)>\n```python\nprint(1)\n```\n";
+
+namespace {
+
+void write_text(const fs::path& p, const std::string& text) {
+  fs::create_directories(p.parent_path());
+  std::ofstream(p, std::ios::binary) << text;
+}
+
+} // namespace
+
+fs::path make_tree_run(const fs::path& base) {
+  const auto run = make_finished_run(base);
+  {
+    auto db = store::program_db::open(run / "program.db");
+    store::event_log log(run / "events.jsonl");
+    auto dup = program("r2_c2", std::string("r1_c0"), 2, store::program_status::failed, 1.0, best_code);
+    dup.failure_cause = "duplicate";
+    dup.error = "same compiled code as r2_c1";
+    dup.model = "gpt-5";
+    db.insert_program(dup);
+    log.append("candidate_result", {{"candidate_id", "r2_c2"}, {"parent_id", "r1_c0"}, {"round", 2}, {"ok", false},
+                                    {"time_ms", nullptr}, {"failure_cause", "duplicate"},
+                                    {"error", "same compiled code as r2_c1"}, {"best_ms", 1.0}});
+    auto div = program("r2_c3", std::string("r1_c1"), 2, store::program_status::verified, 3.5,
+                       std::string(initial_code) + "# r2_c3: much slower\n");
+    div.model = "gpt-5";
+    div.bottleneck = "compute";
+    div.floor_pct = 0.45 / 3.5 * 100;
+    db.insert_program(div);
+    log.append("candidate_result", {{"candidate_id", "r2_c3"}, {"parent_id", "r1_c1"}, {"round", 2}, {"ok", true},
+                                    {"time_ms", 3.5}, {"time_spread_pct", 3.2}, {"best_ms", 1.0}, {"diverged", true}});
+    db.set_state_json("diverged", json::array({"r2_c3"}));
+    db.set_state("profile:r2_c1", json{{"metrics", json::object()},
+                                       {"roofline", {{"efficiency_pct", 71.5}, {"compute_sol_pct", 20.0},
+                                                     {"memory_sol_pct", 71.5}, {"bottleneck", "memory"}}}}
+                                      .dump());
+    store::attempt_record a;
+    a.round_num = 2;
+    a.program_id = "r2_c1";
+    a.bottleneck_category = "memory";
+    a.root_cause = "128-wide blocks leave bandwidth unused";
+    a.recommended_fix = "1024-wide blocks with eviction hints";
+    db.insert_attempt(a);
+  }
+  const auto c = run / "candidates";
+  write_text(c / "r2_c1" / "1_optimize_prompt.txt", "Optimize this kernel. PROMPT-MARKER-r2_c1\nx < y && z\n");
+  write_text(c / "r2_c1" / "1_optimize_reply.txt", hostile_reply);
+  write_text(c / "r2_c1" / "kernel.py", best_code);
+  write_text(c / "r1_c0" / "1_optimize_prompt.txt", "PROMPT-HEAD\n" + std::string(30 * 1024, 'p') + "\nPROMPT-TAIL-NOT-SHOWN\n");
+  write_text(c / "r1_c2" / "verify_0.log", "FIRST-LOG-LINE\n" + std::string(30 * 1024, 'l') + "\nLAST-LOG-LINE\n");
+  write_text(c / "r1_c2" / "2_refine_prompt.txt", "refine it");
+  json s = json::parse(store::read_text_file(run / "summary.json"));
+  s["candidates"] = 7;
+  s["verified"] = 5;
+  s["failed"] = 3;
+  s["diverged"] = 1;
+  s["run_state"] = "finished";
+  {
+    auto db = store::program_db::open(run / "program.db", store::program_db::mode::read_only);
+    s["failures_by_cause"] = db.failures_by_cause();
+  }
+  store::write_file_atomic(run / "summary.json", s.dump(2));
+  return run;
+}
+
+fs::path make_running_run(const fs::path& base) {
+  const auto run = make_tree_run(base);
+  fs::remove(run / "summary.json");
+  {
+    auto db = store::program_db::open(run / "program.db");
+    db.insert_program(program("r3_c0", std::string("r2_c1"), 3, store::program_status::pending, std::nullopt, ""));
+    db.set_state("status", "running");
+  }
+  // Drop run_end: the run has not ended.
+  std::string kept;
+  std::istringstream in(slurp(run / "events.jsonl"));
+  for (std::string line; std::getline(in, line);)
+    if (line.find("\"run_end\"") == std::string::npos) kept += line + "\n";
+  store::write_file_atomic(run / "events.jsonl", kept);
+  return run;
+}
+
 std::string slurp(const fs::path& p) {
   std::ifstream in(p, std::ios::binary);
   std::ostringstream ss;

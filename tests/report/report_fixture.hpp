@@ -34,6 +34,21 @@ std::filesystem::path make_failed_run(const std::filesystem::path& base);
 /// A run that finished with the starting kernel only (zero candidates); best = initial.
 std::filesystem::path make_no_candidate_run(const std::filesystem::path& base);
 
+/// The finished run plus what the search tree and the candidate details show: r2_c2 (a
+/// duplicate of r2_c1, parent r1_c0), r2_c3 (verified 3.5 ms with a 3.2 % spread, diverged,
+/// parent r1_c1), a profile of r2_c1 (71.5 % of peak), an attempt for r2_c1, and candidate files:
+/// r2_c1's prompt (with "PROMPT-MARKER-r2_c1") and reply (with "</pre><script>"), a 30 KB prompt
+/// of r1_c0 ("PROMPT-HEAD" ... "PROMPT-TAIL-NOT-SHOWN") and a 30 KB verification log of r1_c2
+/// ("FIRST-LOG-LINE" ... "LAST-LOG-LINE").
+std::filesystem::path make_tree_run(const std::filesystem::path& base);
+
+/// make_tree_run while it is still running: no summary.json, no run_end event, program.db status
+/// "running", and r3_c0 (child of r2_c1) pending.
+std::filesystem::path make_running_run(const std::filesystem::path& base);
+
+/// The reply text of r2_c1 in make_tree_run (tries to break out of the page).
+extern const char* const hostile_reply;
+
 /// The whole file as text.
 std::string slurp(const std::filesystem::path& p);
 

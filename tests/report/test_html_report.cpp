@@ -76,7 +76,10 @@ TEST_F(HtmlReport, FinishedRunHasChartsLineageDiffTablesAndEscapedCode) {
   EXPECT_EQ(count(by_candidates, "<path class=\"fail\""), 2u);
   EXPECT_THAT(by_candidates, HasSubstr("<title>r1_c2: failed (verification)</title>"));
   EXPECT_THAT(html, HasSubstr("Best time over wall-clock time"));
-  EXPECT_EQ(count(html, "<svg class=\"chart\""), 2u);
+  // Wall-clock (with phases), candidates, and the roofline of the verified kernels.
+  EXPECT_EQ(count(html, "<svg class=\"chart"), 3u);
+  EXPECT_EQ(count(html, "<svg class=\"chart wallclock\""), 1u);
+  EXPECT_EQ(count(html, "<svg class=\"chart roofline\""), 1u);
 
   // Lineage: initial -> r1_c0 -> r2_c1 in that order, with times and speed-ups.
   const auto lin = section(html, "<div class=\"lineage\">", "</div>");

@@ -78,7 +78,7 @@ protected:
 };
 
 TEST_F(ReportInBrowser, ScreenshotHasTheWindowSizeAndIsNotBlank) {
-  const auto run = test::make_finished_run(dir_ / "runs");
+  const auto run = test::make_tree_run(dir_ / "runs");
   const auto page = write_report_html(run);
   const fs::path artifacts = fs::path(KAGENT_BINARY_DIR) / "test-artifacts" / "report";
   fs::create_directories(artifacts);
@@ -125,6 +125,44 @@ TEST_F(ReportInBrowser, TheDomHoldsTheChartsTheDiffAndEscapedCode) {
   EXPECT_THAT(dom, HasSubstr("# starting kernel &lt;/pre&gt; &amp; friends"));
   EXPECT_THAT(dom, HasSubstr("mismatch at &lt;script&gt;alert(1)&lt;/script&gt;"));
   EXPECT_EQ(dom.find("<script"), std::string::npos);
+}
+
+TEST_F(ReportInBrowser, TheDomHoldsTheSearchTreeAndTheCandidateDetails) {
+  const auto run = test::make_tree_run(dir_ / "runs");
+  const auto page = write_report_html(run);
+  const auto r = chromium({"--dump-dom"}, page);
+  ASSERT_TRUE(r.started) << r.error;
+  ASSERT_EQ(r.exit_code, 0) << r.describe() << "\n" << r.err;
+  const auto& dom = r.out;
+  // The tree as nested lists: r2_c1 is a list item inside the list under r1_c0.
+  EXPECT_THAT(dom, HasSubstr("<ul class=\"tree\">"));
+  EXPECT_THAT(dom, ::testing::ContainsRegex("href=\"#cand-r1_c0\">.*?</a><ul><li><a class=\"tnode failed\" "
+                                            "href=\"#cand-r2_c0\">"));
+  EXPECT_THAT(dom, HasSubstr("<a class=\"tnode verified on-path best\" href=\"#cand-r2_c1\">"));
+  EXPECT_THAT(dom, HasSubstr("<a class=\"tnode duplicate\" href=\"#cand-r2_c2\">"));
+  // One details element per program, closed; the files nested inside.
+  for (const char* id : {"initial", "r1_c0", "r1_c1", "r1_c2", "r2_c0", "r2_c1", "r2_c2", "r2_c3"})
+    EXPECT_THAT(dom, HasSubstr(std::string("<details class=\"cand\" id=\"cand-") + id + "\"><summary>")) << id;
+  EXPECT_THAT(dom, HasSubstr("<details class=\"file\"><summary>1_optimize_reply.txt (115 B)</summary>"));
+  // The hostile reply is text inside its <pre>: the parser made no script or img element of it.
+  EXPECT_THAT(dom, HasSubstr("&lt;/pre&gt;&lt;script&gt;alert('reply')&lt;/script&gt;&lt;pre&gt;"));
+  EXPECT_EQ(dom.find("<script"), std::string::npos);
+  EXPECT_EQ(dom.find("<img"), std::string::npos);
+  // The charts: phases on the wall-clock chart, bars on the roofline chart.
+  EXPECT_THAT(dom, HasSubstr("<rect class=\"phase phase-initial\""));
+  EXPECT_THAT(dom, HasSubstr("<rect class=\"bar-sol\""));
+  EXPECT_THAT(dom, HasSubstr("<meta charset=\"utf-8\">"));
+  EXPECT_EQ(dom.find("http-equiv"), std::string::npos);
+}
+
+TEST_F(ReportInBrowser, ARunningRunRendersWithItsRefresh) {
+  const auto page = write_report_html(test::make_running_run(dir_ / "runs"));
+  const auto r = chromium({"--dump-dom"}, page);
+  ASSERT_TRUE(r.started) << r.error;
+  ASSERT_EQ(r.exit_code, 0) << r.describe() << "\n" << r.err;
+  EXPECT_THAT(r.out, HasSubstr("<meta http-equiv=\"refresh\" content=\"30\">"));
+  EXPECT_THAT(r.out, HasSubstr("<p class=\"status-running\">Running:"));
+  EXPECT_THAT(r.out, HasSubstr("<a class=\"tnode pending\" href=\"#cand-r3_c0\">"));
 }
 
 } // namespace
