@@ -39,6 +39,7 @@ struct run_context {
   } llm_chosen;
   bool resume = false;
   bool verbose = false;
+  bool quiet = false;                   ///< --quiet: errors, the end and the summary only
   std::vector<std::string> notes;       ///< start-up decisions worth an event (device choice, gpu_name)
   std::string inject_fault;             ///< KAGENT_INJECT_FAULT (see README "Fault injection")
   std::string sandbox_mode;             ///< resolved at start-up: "bwrap", "rlimits" or "off" (docs/sandbox.md)

@@ -112,6 +112,7 @@ run_outcome run_optimization(const run_request& req) {
   ctx->install_root = install_root();
   ctx->python = pick_python(req.cfg, ctx->install_root);
   ctx->verbose = req.verbose;
+  ctx->quiet = req.quiet;
   ctx->llm_record_dir = req.llm_record_dir;
   if (const char* f = std::getenv("KAGENT_INJECT_FAULT"); f) ctx->inject_fault = f;
   if (ctx->cfg.llm.provider == "replay" && ctx->cfg.llm.replay_dir.empty())

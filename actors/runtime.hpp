@@ -16,6 +16,7 @@ struct run_request {
   std::string resume_dir;         ///< non-empty: continue this run
   std::string llm_record_dir;     ///< non-empty: record every LLM exchange there
   bool verbose = false;
+  bool quiet = false;             ///< --quiet
 };
 
 struct run_outcome {

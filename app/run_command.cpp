@@ -36,6 +36,7 @@ void add_run_options(CLI::App& app, run_options& o) {
   app.add_option("--llm-record", o.llm_record, "record every LLM request/response (keys redacted) in DIR");
   app.add_flag("--list-strategies", o.list_strategies, "list the strategies and exit");
   app.add_flag("-v,--verbose", o.verbose, "print every event");
+  app.add_flag("-q,--quiet", o.quiet, "print only errors, the end of the run and the summary");
   app.add_flag("--print-config", o.print_config, "print the resolved config (after --model, --max-rounds, ...) and exit");
   app.add_flag("--dry-run", o.dry_run, "print the plan (devices, candidates, most LLM calls, est. cost) and exit");
 }
@@ -132,6 +133,7 @@ static int run_one(run_config cfg, std::string kernel_dir, const run_options& o)
   req.resume_dir = o.resume;
   req.llm_record_dir = o.llm_record;
   req.verbose = o.verbose;
+  req.quiet = o.quiet;
   auto out = run_optimization(req);
   report_interrupt_or_failure(out);
   return out.exit_code;
@@ -175,6 +177,7 @@ int run_main(const run_options& o) {
     req.run_dir_base = o.run_dir;
     req.llm_record_dir = o.llm_record;
     req.verbose = o.verbose;
+    req.quiet = o.quiet;
     std::cerr << "== strategy " << name << "\n";
     try {
       auto out = run_optimization(req);

@@ -24,6 +24,7 @@ struct run_options {
   std::string llm_record;
   bool list_strategies = false;
   bool verbose = false;
+  bool quiet = false;           ///< --quiet: errors, the end of the run and the summary only
   bool print_config = false;    ///< print the resolved config and exit (app/plan_command.cpp)
   bool dry_run = false;         ///< print the plan and exit
 };

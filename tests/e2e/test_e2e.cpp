@@ -314,3 +314,15 @@ TEST(Install, AnInstalledTreeRunsFromAnywhereWithItsOwnConfigsTemplatesAndHarnes
   EXPECT_EQ(r.exit_code, 0) << r.err << r.out;
   EXPECT_EQ(run_dirs(s.dir / "elsewhere/runs").size(), 1u);
 }
+
+TEST(Quiet, OnlyTheEndAndTheSummaryAreShown) {
+  scratch s;
+  auto r = run({"--strategy", "noop", "--kernel-dir", matvec, "--run-dir", (s.dir / "runs").string(), "--quiet"},
+               no_gpu_tools);
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
+  EXPECT_EQ(r.err.find("round 1"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("run start"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("run end: success"), std::string::npos) << r.err;
+  EXPECT_NE(r.out.find("== kagent-actors summary"), std::string::npos) << r.out;
+  EXPECT_EQ(r.err.find("\033["), std::string::npos) << "colours on a pipe";
+}

@@ -390,6 +390,10 @@ TEST_P(Resume, KillNineOrCtrlCThenResumeEndsWhereAnUninterruptedRunEnds) {
     EXPECT_GE(pending, 1) << "the round-2 candidates in flight stay pending";
   } else {
     ASSERT_FALSE(fs::exists(run_dir / "summary.json")) << "killed before it finished";
+    // Round 1 had ended: its report.html was written then, as the page of a running run that
+    // refreshes itself, and a kill -9 leaves it.
+    const auto page = slurp(run_dir / "report.html");
+    EXPECT_NE(page.find("http-equiv=\"refresh\""), std::string::npos) << "no mid-run report.html";
   }
 
   auto r = run({"--resume", run_dir.string()}, kBaseEnv, "", 540);
