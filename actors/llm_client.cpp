@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "actors/actors.hpp"
+#include "platform/common/stop.hpp"
 #include "platform/search/concurrency.hpp"
 #include "platform/llm/extract.hpp"
 #include "platform/llm/provider.hpp"
@@ -100,6 +101,8 @@ caf::behavior llm_client_actor(caf::event_based_actor* self, context_ptr ctx, ca
         out.model = c.model;
         out.provider = provider->name();  // failed calls are accounted to their provider too
         const auto t0 = std::chrono::steady_clock::now();
+        // The HTTP wait (or the replay delay) gives up when the candidate times out (cancel_work).
+        work_scope scope(c.candidate_id);
         try {
           auto r = provider->complete(to_request(c));
           out.ok = true;
@@ -143,6 +146,13 @@ caf::behavior llm_client_actor(caf::event_based_actor* self, context_ptr ctx, ca
             [=](completion& c) {
               st->limiter->release(pc->estimated_tokens, static_cast<double>(c.input_tokens + c.output_tokens));
               c.attempts = pc->attempt;
+              if (!c.ok && work_cancelled(pc->req.candidate_id)) {
+                // Abandoned at its candidate's deadline: no retry, no record (nothing of a timed-out
+                // candidate is written after its timeout).
+                pc->rp.deliver(c);
+                (*pump)();
+                return;
+              }
               if (c.ok) {
                 st->ledger->record(pc->req.purpose, c.model, c.input_tokens, c.output_tokens);
                 c.cost_usd = st->ledger->cost(c.model, c.input_tokens, c.output_tokens);
@@ -189,6 +199,17 @@ caf::behavior llm_client_actor(caf::event_based_actor* self, context_ptr ctx, ca
   *pump = [=]() {
     for (auto it = st->queue.begin(); it != st->queue.end();) {
       auto pc = *it;
+      if (!pc->req.candidate_id.empty() && work_cancelled(pc->req.candidate_id)) {
+        // Its candidate timed out while the call waited (for admission or its backoff): it is
+        // never sent, and nothing is recorded for it.
+        it = st->queue.erase(it);
+        completion c;
+        c.request_id = pc->req.request_id;
+        c.error_kind = "cancelled";
+        c.error = "the candidate timed out before this call was sent";
+        pc->rp.deliver(c);
+        continue;
+      }
       if (pc->estimated_tokens < 0) {  // still backing off
         ++it;
         continue;

@@ -15,6 +15,7 @@
 #include <mutex>
 
 #include "actors/actors.hpp"
+#include "platform/common/stop.hpp"
 #include "platform/gpu/pinning.hpp"
 #include "platform/profiling/profile_runner.hpp"
 #include "platform/rocm/rocprof_plan.hpp"
@@ -99,10 +100,13 @@ caf::behavior profiler_actor(caf::event_based_actor* self, context_ptr ctx, int 
           return r;
         }
         kernel_profile_outcome o;
+        // A candidate whose deadline passed (cancel_work) has its profiler killed and none started.
+        work_scope scope(p.candidate_id);
         try {
           // One device, one measurement at a time: a profile never overlaps a benchmark or a
           // verification on the same GPU (SPEC §14 B.92).
           std::lock_guard<std::mutex> device(device_mutex(device_id));
+          if (should_give_up()) throw std::runtime_error("cancelled before it started");
           o = profile_kernel(make_request(*ctx, device_id, p, *st));
         } catch (const std::exception& e) {
           // profile_kernel reports tool failures itself; this is a bad request (e.g. a negative device id).
@@ -121,6 +125,12 @@ caf::behavior profiler_actor(caf::event_based_actor* self, context_ptr ctx, int 
         r.error = o.error;
         r.invocation = o.invocation;
         r.output_tail = o.output_tail;
+        if (should_give_up()) {
+          // Killed because its candidate timed out (or the run is stopping): not the profiler's
+          // failure, so the device keeps profiling.
+          r.error = "profile abandoned: " + std::string(stop_requested() ? "the run is stopping" : "its candidate timed out");
+          return r;
+        }
         self->send(manager, profiling_failed{device_id, p.candidate_id, r.platform, o.invocation, o.error,
                                              o.output_tail});
         // SPEC §7.4: a ROCm profiler failure (baseline or any later one) makes the session synthetic;

@@ -5,6 +5,8 @@
 
 #include <atomic>
 #include <cstring>
+#include <mutex>
+#include <set>
 
 namespace kagent {
 
@@ -34,10 +36,45 @@ void on_signal(int sig) {
   ::_exit(130);
 }
 
+std::mutex g_cancel_mutex;
+std::set<std::string> g_cancelled;          // guarded by g_cancel_mutex
+std::atomic<int> g_cancelled_count{0};      // lets should_give_up skip the lock while none is cancelled
+thread_local const std::string* t_scope = nullptr;
+
 } // namespace
 
 void request_stop() noexcept { g_stop.store(true); }
 bool stop_requested() noexcept { return g_stop.load(std::memory_order_relaxed); }
+
+void cancel_work(const std::string& key) {
+  std::lock_guard<std::mutex> lock(g_cancel_mutex);
+  if (g_cancelled.insert(key).second) g_cancelled_count.fetch_add(1);
+}
+
+bool work_cancelled(const std::string& key) {
+  if (g_cancelled_count.load(std::memory_order_relaxed) == 0) return false;
+  std::lock_guard<std::mutex> lock(g_cancel_mutex);
+  return g_cancelled.count(key) > 0;
+}
+
+bool should_give_up() noexcept {
+  if (stop_requested()) return true;
+  if (!t_scope || g_cancelled_count.load(std::memory_order_relaxed) == 0) return false;
+  try {
+    return work_cancelled(*t_scope);
+  } catch (...) {
+    return false;
+  }
+}
+
+void clear_cancelled_for_tests() {
+  std::lock_guard<std::mutex> lock(g_cancel_mutex);
+  g_cancelled.clear();
+  g_cancelled_count.store(0);
+}
+
+work_scope::work_scope(std::string key) : key_(std::move(key)), outer_(t_scope) { t_scope = &key_; }
+work_scope::~work_scope() { t_scope = outer_; }
 
 void clear_stop_for_tests() noexcept {
   g_stop.store(false);

@@ -12,6 +12,8 @@
 // inside the handler.
 #include <sys/types.h>
 
+#include <string>
+
 namespace kagent {
 
 /// From now on blocking waits give up and no child starts. Thread- and async-signal-safe.
@@ -19,6 +21,30 @@ void request_stop() noexcept;
 bool stop_requested() noexcept;
 /// Undoes request_stop() and forgets the signal: only for tests that stop a run in-process.
 void clear_stop_for_tests() noexcept;
+
+/// The work of one candidate, cancelled on its own (its candidate_timeout_s expired) while the run
+/// goes on. A thread that works for a candidate opens a work_scope with the candidate's id; once
+/// cancel_work(id) is called, should_give_up() is true on that thread, so its blocking waits (the
+/// ones that honour the run's stop) give up within about 100 ms and kill what they wait for, and it
+/// starts no child. Cancelled ids are never forgotten in a run (ids are unique within a run).
+void cancel_work(const std::string& key);
+bool work_cancelled(const std::string& key);
+/// The run is stopping, or the calling thread's work scope was cancelled.
+bool should_give_up() noexcept;
+/// Forgets every cancelled id: only for tests.
+void clear_cancelled_for_tests();
+
+class work_scope {
+public:
+  explicit work_scope(std::string key);
+  ~work_scope();
+  work_scope(const work_scope&) = delete;
+  work_scope& operator=(const work_scope&) = delete;
+
+private:
+  std::string key_;
+  const std::string* outer_;
+};
 
 /// The first SIGINT/SIGTERM received since install_stop_handlers(), 0 when none.
 int stop_signal() noexcept;

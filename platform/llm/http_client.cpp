@@ -64,7 +64,7 @@ beast::error_code run_op(asio::io_context& ioc, Start&& start) {
   start([result](beast::error_code ec, auto&&...) { *result = ec; });
   while (!ioc.stopped()) {
     ioc.run_for(std::chrono::milliseconds(100));
-    if (!ioc.stopped() && stop_requested()) throw_stopped();
+    if (!ioc.stopped() && should_give_up()) throw_stopped();
   }
   return *result;
 }
@@ -146,7 +146,7 @@ struct http_client::impl {
 
   std::unique_ptr<connection> open(const parsed_url& u, const std::optional<parsed_url>& proxy,
                                    const http_request& r, const deadline& dl) {
-    if (stop_requested()) throw_stopped();
+    if (should_give_up()) throw_stopped();
     auto c = std::make_unique<connection>();
     const parsed_url& hop = proxy ? *proxy : u;
     const std::string where = proxy ? u.authority() + " via proxy " + proxy->authority() : u.authority();
@@ -160,9 +160,9 @@ struct http_client::impl {
       results = std::move(res);
     });
     auto [rdur, rtotal] = dl.op(r.connect_timeout_s);
-    for (auto until = steady::now() + rdur; rec == asio::error::would_block && steady::now() < until && !stop_requested();)
+    for (auto until = steady::now() + rdur; rec == asio::error::would_block && steady::now() < until && !should_give_up();)
       c->ioc.run_for(std::min<steady::duration>(until - steady::now(), std::chrono::milliseconds(100)));
-    if (rec == asio::error::would_block && stop_requested()) {
+    if (rec == asio::error::would_block && should_give_up()) {
       resolver.cancel();
       c->ioc.run();
       throw_stopped();

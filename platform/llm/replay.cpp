@@ -212,7 +212,9 @@ llm_response replay_provider::complete(const llm_request& req, const text_callba
       const auto until = std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                                                                 std::chrono::duration<double>(s));
       while (std::chrono::steady_clock::now() < until) {
-        if (stop_requested()) throw llm_error(llm_error_kind::unavailable, "the run is stopping (interrupted)");
+        if (should_give_up())
+          throw llm_error(llm_error_kind::unavailable, stop_requested() ? "the run is stopping (interrupted)"
+                                                                         : "cancelled: the candidate timed out");
         std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(
             until - std::chrono::steady_clock::now(), std::chrono::milliseconds(50)));
       }

@@ -335,7 +335,7 @@ evaluator_reply evaluator_client::exchange(const nlohmann::json& req, millisecon
   size_t sent = 0;
   while (sent < line.size()) {
     if (ms_left() <= 0) return timed_out();
-    if (stop_requested()) return interrupted();
+    if (should_give_up()) return interrupted();
     pollfd p{sock_, POLLOUT, 0};
     int pr = ::poll(&p, 1, static_cast<int>(std::min<long long>(ms_left(), 100)));
     if (pr < 0 && errno != EINTR) return died("(poll failed) before");
@@ -350,7 +350,7 @@ evaluator_reply evaluator_client::exchange(const nlohmann::json& req, millisecon
   while ((eol = buffer_.find('\n')) == std::string::npos) {
     auto left = ms_left();
     if (left <= 0) return timed_out();
-    if (stop_requested()) return interrupted();
+    if (should_give_up()) return interrupted();
     pollfd p{sock_, POLLIN, 0};
     int pr = ::poll(&p, 1, static_cast<int>(std::min<long long>(left, 100)));
     if (pr < 0 && errno != EINTR) return died("(poll failed) during");
@@ -403,8 +403,10 @@ evaluator_reply evaluator_client::exchange(const nlohmann::json& req, millisecon
 evaluator_reply evaluator_client::request(nlohmann::json req, milliseconds timeout) {
   if (!req.is_object() || !req.contains("op"))
     return fail(evaluator_failure::protocol_error, "evaluator request must be a JSON object with an \"op\"");
-  if (stop_requested())
-    return fail(evaluator_failure::interrupted, "evaluator request not sent: the run is stopping (interrupted)");
+  if (should_give_up())
+    return fail(evaluator_failure::interrupted,
+                stop_requested() ? "evaluator request not sent: the run is stopping (interrupted)"
+                                 : "evaluator request not sent: its candidate was cancelled (candidate_timeout_s)");
   const bool is_load = req["op"] == "load_problem";
   if (is_load) last_load_.reset();  // a new problem replaces the one a restart would replay
   if (pid_ <= 0) {

@@ -62,8 +62,9 @@ process_result run_process(const process_spec& spec) {
     res.error = "empty command line";
     return res;
   }
-  if (stop_requested()) {
-    res.error = "the run is stopping (interrupted); nothing new starts";
+  if (should_give_up()) {
+    res.error = stop_requested() ? "the run is stopping (interrupted); nothing new starts"
+                                 : "its candidate was cancelled (candidate_timeout_s); nothing new starts";
     return res;
   }
   const env_map env = spec.env ? *spec.env : current_environment();
@@ -185,7 +186,7 @@ process_result run_process(const process_spec& spec) {
       res.timed_out = true;
       break;
     }
-    if (stop_requested()) {
+    if (should_give_up()) {
       // The run is interrupted: no grace, the group goes now (the sweep below).
       res.stopped = true;
       break;

@@ -171,3 +171,50 @@ TEST(Env, ScrubRemovesSecretsByPattern) {
   EXPECT_TRUE(glob_match("*_API_KEY", "OPENAI_API_KEY"));
   EXPECT_FALSE(glob_match("*_API_KEY", "OPENAI_API_KEYS"));
 }
+
+TEST(CancelWork, EndsOnlyTheCancelledCandidatesChildrenAndStartsNothingNewForIt) {
+  // Two candidates' children run side by side, each under its candidate's work scope; the first
+  // candidate times out (cancel_work): its child and grandchild are killed long before their
+  // deadline and nothing new starts for it, while the other candidate and the run go on.
+  clear_stop_for_tests();
+  clear_cancelled_for_tests();
+  auto dir = std::filesystem::temp_directory_path() / ("kagent_cancel_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const auto pidfile = (dir / "gc.pid").string();
+  process_result other;
+  std::thread neighbour([&] {
+    work_scope scope("r1_c1");
+    other = run_process(sh("sleep 1; echo neighbour-done", 60s));
+  });
+  std::thread canceller([&] {
+    for (int i = 0; i < 500 && !std::filesystem::exists(pidfile); ++i) std::this_thread::sleep_for(10ms);
+    std::this_thread::sleep_for(50ms);
+    cancel_work("r1_c0");
+  });
+  process_result r, next;
+  {
+    work_scope scope("r1_c0");
+    r = run_process(sh("sleep 300 & echo $! > " + pidfile + "; wait", 60s));
+    next = run_process(sh("echo should-not-run"));
+  }
+  canceller.join();
+  neighbour.join();
+  EXPECT_TRUE(r.stopped);
+  EXPECT_FALSE(r.timed_out);
+  std::ifstream f(pidfile);
+  pid_t gc = 0;
+  f >> gc;
+  ASSERT_GT(gc, 0);
+  for (int i = 0; i < 100 && pid_alive(gc); ++i) std::this_thread::sleep_for(20ms);
+  EXPECT_FALSE(pid_alive(gc)) << "grandchild " << gc << " survived its candidate's cancel";
+  EXPECT_FALSE(next.started);
+  EXPECT_NE(next.error.find("cancelled"), std::string::npos) << next.error;
+  EXPECT_TRUE(other.ok()) << other.describe();
+  EXPECT_NE(other.out.find("neighbour-done"), std::string::npos);
+  EXPECT_TRUE(work_cancelled("r1_c0"));
+  EXPECT_FALSE(work_cancelled("r1_c1"));
+  EXPECT_FALSE(should_give_up());  // outside any scope: the run itself goes on
+  EXPECT_TRUE(run_process(sh("true")).ok());
+  clear_cancelled_for_tests();
+  std::filesystem::remove_all(dir);
+}

@@ -7,8 +7,10 @@
 
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include "actors/actors.hpp"
+#include "platform/common/stop.hpp"
 #include "runner_support.hpp"
 
 using namespace kagent;
@@ -284,4 +286,33 @@ TEST(ProfilerActor, ConfiguredBudgetAndThePinnedEnvironmentReachTheTool) {
   EXPECT_NE(lines.find("HIP=2 CUDA=unset TMPDIR=" + dir + "/tmp\n"), std::string::npos) << lines;
   auto m = nlohmann::json::parse(read_text_file(dir + "/metrics.json"));
   EXPECT_DOUBLE_EQ(m.at("budget_s").get<double>(), 45);
+}
+
+TEST(ProfilerActor, AProfileOfATimedOutCandidateIsKilledAndIsNoProfilerFailure) {
+  // The candidate's deadline passes while rocprofv3 hangs: cancel_work ends the profile at once, the
+  // manager hears of no profiler failure, the device stays in profiled mode and profiles the next
+  // candidate as usual.
+  clear_cancelled_for_tests();
+  actor_case c("rocm", {});
+  const std::string fx = fixture_copy(c.root, "rocm_mi300x_matvec");
+  write_file(fx + "/faults", "stats hang\n");
+  c.ctx->child_env = fake_env(rocprof_vars(&c, fx));
+  c.start();
+  std::thread deadline([&] {
+    for (int i = 0; i < 1000 && c.tool_runs() == 0; ++i) std::this_thread::sleep_for(10ms);
+    std::this_thread::sleep_for(200ms);
+    cancel_work("r1_c0");
+  });
+  auto r = c.ask(c.request("r1_c0", 500));
+  deadline.join();
+  EXPECT_TRUE(r.available);
+  EXPECT_FALSE(r.ok);
+  EXPECT_EQ(r.error.rfind("profile abandoned", 0), 0u) << r.error;
+  EXPECT_TRUE(c.failures().empty());
+
+  fs::remove(fx + "/faults");
+  auto ok = c.ask(c.request("r2_c0"));
+  ASSERT_TRUE(ok.ok) << ok.error;
+  EXPECT_TRUE(c.failures().empty());
+  clear_cancelled_for_tests();
 }
