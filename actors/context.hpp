@@ -37,6 +37,8 @@ struct run_context {
   struct llm_choice {
     std::string provider, model, endpoint, reason, key_env;
   } llm_chosen;
+  /// The other models of strategy_config.models, each with the provider it resolved to.
+  std::vector<llm_choice> llm_models;
   bool resume = false;
   bool verbose = false;
   bool quiet = false;                   ///< --quiet: errors, the end and the summary only

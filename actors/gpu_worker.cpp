@@ -5,8 +5,10 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 
 #include "actors/actors.hpp"
+#include "platform/common/stop.hpp"
 #include "platform/device/device_backend.hpp"
 #include "platform/gpu/specs.hpp"
 #include "platform/llm/extract.hpp"
@@ -116,10 +118,27 @@ caf::behavior evaluator_actor(caf::event_based_actor* self, context_ptr ctx, int
       [=](const evaluate& req) -> evaluation {
         // The backend reports child failures in the evaluation; anything thrown here is our own
         // fault (a broken run directory, say) and must fail this request, not the device session.
+        // A candidate whose deadline passed (cancel_work) has its device work killed at once, and
+        // work still queued for the device is not started: the device goes to the next candidate.
+        std::optional<work_scope> scope;
+        if (req.mode != "initial" && !req.candidate_id.empty()) scope.emplace(req.candidate_id);
         try {
           std::lock_guard<std::mutex> device(device_mutex(device_id));
+          if (scope && should_give_up()) {
+            evaluation e;
+            e.candidate_id = req.candidate_id;
+            e.failure_cause = "timeout";
+            e.error = "cancelled before it reached the device";
+            return e;
+          }
           device_request dr{req.candidate_id, req.code, req.mode, req.work_dir};
           dr.best_ms = req.best_ms;
+          if (req.mode == "initial") {
+            // The starting kernel's steps go to the manager (the sender: delegation keeps it), whose
+            // progress line shows them during the long initial phase.
+            auto to = caf::actor_cast<caf::actor>(self->current_sender());
+            if (to) dr.on_step = [self, to](const std::string& what) { self->send(to, step_atom::value, what); };
+          }
           return to_message(st->backend->run(dr));
         } catch (const std::exception& ex) {
           evaluation e;
@@ -529,8 +548,8 @@ caf::behavior gpu_worker_actor(caf::event_based_actor* self, context_ptr ctx, in
         st->handles[spec.id] = c;
         self->send(c, start_atom::value);
         // The deadline is kept here, where the candidate lives: when it expires the candidate is
-        // killed, so it starts no further LLM call, device step or file write (its one in-flight
-        // device step, if any, still finishes ahead of the next candidate's in this device's queue).
+        // killed, so it starts no further LLM call, device step or file write, and what it has in
+        // flight (an LLM call, a device step, a profile) is cancelled.
         self->delayed_send(self, std::chrono::milliseconds(static_cast<long long>(ctx->cfg.candidate_timeout_s * 1000)),
                            deadline_atom::value, spec.id);
         return rp;
@@ -546,6 +565,9 @@ caf::behavior gpu_worker_actor(caf::event_based_actor* self, context_ptr ctx, in
         st->running.erase(it);
         const auto spec = st->specs[id];
         st->specs.erase(id);
+        // Its LLM calls, device work and profiles are given up (their waits watch cancel_work), so
+        // the device is free for the next candidate at once.
+        cancel_work(id);
         self->send_exit(c, caf::exit_reason::kill);
         candidate_result r;
         r.candidate_id = id;

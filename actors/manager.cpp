@@ -76,7 +76,33 @@ struct manager_state {
   double device_s = 0, llm_s = 0;
   std::optional<search::concurrency_meter> meter;  ///< num_workers: auto
   std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now();
+  /// Earlier sessions of this run (--resume), as program.db's run_state `sessions` has them; this
+  /// session is appended whenever it is saved, so the totals are true across kill -9 and resume.
+  nlohmann::json prior_sessions = nlohmann::json::array();
+  std::string session_started = store::iso_utc_now();
 };
+
+/// Wall seconds, device seconds and device capacity (wall x devices) of a `sessions` array.
+struct session_totals {
+  double wall_s = 0, device_s = 0, capacity_s = 0;
+  int sessions = 0;
+};
+
+session_totals totals_of(const nlohmann::json& sessions) {
+  session_totals t;
+  if (!sessions.is_array()) return t;
+  for (const auto& s : sessions) {
+    if (!s.is_object()) continue;
+    const double wall = s.value("wall_s", 0.0), dev = s.value("device_s", 0.0);
+    const double n = static_cast<double>(std::max(1, s.value("devices", 1)));
+    if (!(wall >= 0) || !(dev >= 0)) continue;
+    t.wall_s += wall;
+    t.device_s += dev;
+    t.capacity_s += wall * n;
+    ++t.sessions;
+  }
+  return t;
+}
 
 nlohmann::json num_or_null(double v) { return is_measured(v) ? nlohmann::json(v) : nlohmann::json(nullptr); }
 
@@ -127,6 +153,22 @@ caf::behavior manager_actor(caf::event_based_actor* self, context_ptr ctx, caf::
 
   auto emit = [=](const std::string& type, const nlohmann::json& payload) {
     self->send(st->reporter, run_event{type, payload.dump()});
+  };
+  // Every session of the run, this one included (its wall time so far).
+  auto all_sessions = [=] {
+    nlohmann::json all = st->prior_sessions;
+    all.push_back({{"started", st->session_started},
+                   {"wall_s", std::chrono::duration<double>(std::chrono::steady_clock::now() - st->t0).count()},
+                   {"devices", static_cast<int>(std::max<size_t>(1, st->workers.size()))},
+                   {"device_s", st->device_s}});
+    return all;
+  };
+  auto save_session = [=] {
+    try {
+      st->db->set_state(store::state_key::sessions, all_sessions().dump());
+    } catch (const std::exception&) {
+      // Bookkeeping only: a failed write costs the next session's totals, never the run.
+    }
   };
 
   auto spawn_worker = [=](size_t k) {
@@ -281,14 +323,41 @@ caf::behavior manager_actor(caf::event_based_actor* self, context_ptr ctx, caf::
                     {"tokens_out", u.tokens_out}, {"cost_usd", u.cost_usd}});
     }
     llm["by_purpose_and_model"] = by;
-    s["llm"] = llm;
-    s["wall_s"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - st->t0).count();
-    s["device_s"] = st->device_s;
     {
-      // Device seconds over wall time and devices, as the progress line shows it.
-      const double wall = s["wall_s"].get<double>();
-      const double devices = static_cast<double>(std::max<size_t>(1, st->workers.size()));
-      s["gpu_busy_pct"] = wall > 0 ? nlohmann::json(100.0 * st->device_s / (wall * devices)) : nlohmann::json(nullptr);
+      // Per model, all purposes together, with the provider each model was reached through.
+      std::map<std::string, std::string> provider_of{{ctx->llm_chosen.model, ctx->llm_chosen.provider}};
+      for (const auto& m : ctx->llm_models) provider_of[m.model] = m.provider;
+      std::map<std::string, nlohmann::json> per;
+      for (const auto& u : st->db->llm_usage()) {
+        auto& m = per[u.model];
+        if (m.is_null())
+          m = {{"model", u.model}, {"provider", provider_of.count(u.model) ? provider_of[u.model] : ctx->llm_chosen.provider},
+               {"calls", 0}, {"failed_calls", 0}, {"tokens_in", 0}, {"tokens_out", 0}, {"cost_usd", 0.0}};
+        m["calls"] = m["calls"].get<long>() + u.calls;
+        m["failed_calls"] = m["failed_calls"].get<long>() + u.failed_calls;
+        m["tokens_in"] = m["tokens_in"].get<long>() + u.tokens_in;
+        m["tokens_out"] = m["tokens_out"].get<long>() + u.tokens_out;
+        m["cost_usd"] = m["cost_usd"].get<double>() + u.cost_usd;
+      }
+      nlohmann::json bm = nlohmann::json::array();
+      for (auto& [name, m] : per) bm.push_back(m);
+      llm["by_model"] = bm;
+    }
+    s["llm"] = llm;
+    {
+      // Totals over every session of the run (--resume continues them): device seconds over the
+      // sum of wall time x devices, as the progress line shows it.
+      const auto sessions = all_sessions();
+      const auto t = totals_of(sessions);
+      s["wall_s"] = t.wall_s;
+      s["device_s"] = t.device_s;
+      s["sessions"] = t.sessions;
+      s["session_wall_s"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - st->t0).count();
+      s["gpu_busy_pct"] = t.capacity_s > 0 ? nlohmann::json(100.0 * t.device_s / t.capacity_s) : nlohmann::json(nullptr);
+      try {
+        st->db->set_state(store::state_key::sessions, sessions.dump());
+      } catch (const std::exception&) {
+      }
     }
     rd.write_summary(s);
     st->db->set_state(store::state_key::status, s["run_state"].get<std::string>());
@@ -340,6 +409,7 @@ caf::behavior manager_actor(caf::event_based_actor* self, context_ptr ctx, caf::
             [=](const profile_result& pr) {
               if (st->finished) return;
               st->device_s += pr.wall_s;
+              save_session();
               nlohmann::json prof = nullptr;
               if (pr.available && pr.ok) {
                 prof = profile_to_json(pr);
@@ -432,6 +502,7 @@ caf::behavior manager_actor(caf::event_based_actor* self, context_ptr ctx, caf::
   auto request_analysis = [=](const candidate_spec& spec) {
     const std::string pid = spec.parent_id;
     st->analyzing.insert(pid);
+    if (pid == "initial") emit("initial_step", {{"step", "profiling and diagnosing the starting kernel"}});
     const size_t k = least_loaded();
     auto a = self->spawn(parent_analysis_actor, ctx, st->workers[k].actor, st->llm);
     st->analysts[pid] = a;
@@ -456,6 +527,7 @@ caf::behavior manager_actor(caf::event_based_actor* self, context_ptr ctx, caf::
               st->analysis[pid] = j;
               st->analyzing.erase(pid);
               st->device_s += pa.device_s;
+              save_session();
               // The parent's baseline profile is its profile: the final-profile step reuses it.
               if (j.contains("profile") && j["profile"].is_object() && !st->profiles.count(pid)) {
                 st->profiles[pid] = j["profile"].dump();
@@ -649,6 +721,7 @@ caf::behavior manager_actor(caf::event_based_actor* self, context_ptr ctx, caf::
     st->inflight.erase(it);
     st->device_s += res.device_s;
     st->llm_s += res.llm_s;
+    save_session();
     if (st->meter) {
       st->meter->record(res.llm_s, res.device_s);
       if (const int n = st->meter->next(st->slots); n != st->slots) {
@@ -820,6 +893,7 @@ caf::behavior manager_actor(caf::event_based_actor* self, context_ptr ctx, caf::
               st->eager = e.eager_ms;
               st->compile = e.compile_ms;
               st->device_s += e.wall_s;
+              save_session();
               store::program_update u;
               u.code_hash = e.code_hash.empty() ? store::sha256_hex(ctx->input_code) : e.code_hash;
               if (!e.verified || !e.benchmarked) {
@@ -827,7 +901,20 @@ caf::behavior manager_actor(caf::event_based_actor* self, context_ptr ctx, caf::
                 u.failure_cause = e.failure_cause.empty() ? "verification" : e.failure_cause;
                 u.error = e.error;
                 st->db->update_program("initial", u);
-                emit("error", {{"what", "initial kernel failed verification"}, {"error", e.error.substr(0, 2000)}});
+                const auto log = fs::path(work_dir) / "evaluate.log";
+                try {
+                  // What the interpreter said (its traceback and line included), beside the kernel.
+                  store::write_file_atomic(log, e.error + "\n--- stderr ---\n" + e.stderr_tail +
+                                                    "\n--- stdout ---\n" + e.stdout_tail + "\n");
+                } catch (const std::exception&) {
+                }
+                emit("error", {{"what", e.failure_cause == store::failure_cause::problem
+                                            ? "the kernel directory's problem.py failed"
+                                            : "initial kernel failed verification"},
+                               {"error", e.error.substr(0, 2000)}});
+                if (e.failure_cause == store::failure_cause::problem)
+                  return finish(false, "The kernel directory is at fault, not the kernel: " + e.error.substr(0, 600) +
+                                           " (traceback in " + log.string() + ")");
                 if (e.failure_cause == store::failure_cause::user_test)
                   return finish(false, "The starting kernel fails the kernel directory's own test: " + e.error.substr(0, 2000));
                 if (e.verified)
@@ -865,6 +952,7 @@ caf::behavior manager_actor(caf::event_based_actor* self, context_ptr ctx, caf::
     };
     st->eager = num(store::state_key::eager_ms);
     st->compile = num(store::state_key::compile_ms);
+    if (auto s = st->db->get_state_json(store::state_key::sessions); s && s->is_array()) st->prior_sessions = *s;
     st->initial = init->time_ms.value_or(-1);
     st->strategy->initialize(to_entry(*init));
     for (const auto& [key, value] : st->db->all_state()) {
@@ -951,9 +1039,19 @@ caf::behavior manager_actor(caf::event_based_actor* self, context_ptr ctx, caf::
           plan_candidate(plan, st->round);
       st->next_candidate = std::max(st->next_candidate, after);
     }
-    emit("resume", {{"from_round", st->round}, {store::state_key::round_done, round_done}, {"pending", pending.size()},
-                    {"verified", st->db->count(store::program_status::verified) - 1},
-                    {"next_candidate", st->next_candidate}});
+    {
+      // What the earlier sessions did, so that the progress line goes on from their totals.
+      const auto prior = totals_of(st->prior_sessions);
+      const auto by_cause = st->db->failures_by_cause();
+      const long dups = by_cause.count("duplicate") ? static_cast<long>(by_cause.at("duplicate")) : 0;
+      emit("resume", {{"from_round", st->round}, {store::state_key::round_done, round_done}, {"pending", pending.size()},
+                      {"verified", st->db->count(store::program_status::verified) - 1},
+                      {"failed", st->db->count(store::program_status::failed) - dups},
+                      {"duplicates", dups},
+                      {"prior", {{"sessions", prior.sessions}, {"wall_s", prior.wall_s}, {"device_s", prior.device_s},
+                                 {"capacity_s", prior.capacity_s}}},
+                      {"next_candidate", st->next_candidate}});
+    }
     auto best = st->strategy->best();
     emit("initial", {{"initial_ms", num_or_null(st->initial)}, {"eager_ms", num_or_null(st->eager)},
                      {"compile_ms", num_or_null(st->compile)},
@@ -972,6 +1070,13 @@ caf::behavior manager_actor(caf::event_based_actor* self, context_ptr ctx, caf::
     (*start_round)(round_done + 1);
   };
 
+  auto llm_models_json = [=] {
+    nlohmann::json a = nlohmann::json::array();
+    for (const auto& m : ctx->llm_models)
+      a.push_back({{"provider", m.provider}, {"model", m.model}, {"endpoint", m.endpoint}, {"key_env", m.key_env}});
+    return a;
+  };
+
   return {
       [=](start_atom) {
         for (size_t k = 0; k < st->workers.size(); ++k) spawn_worker(k);
@@ -985,6 +1090,7 @@ caf::behavior manager_actor(caf::event_based_actor* self, context_ptr ctx, caf::
                            {"llm", {{"provider", ctx->llm_chosen.provider}, {"model", ctx->llm_chosen.model},
                                     {"endpoint", ctx->llm_chosen.endpoint}, {"reason", ctx->llm_chosen.reason},
                                     {"key_env", ctx->llm_chosen.key_env}}},
+                           {"llm_models", llm_models_json()},
                            {"sandbox_warning", ctx->sandbox_warning}});
         for (const auto& n : ctx->notes) emit("note", {{"what", n}});
         st->db->set_states({{store::state_key::status, "running"}, {store::state_key::kernel_dir, ctx->kernel_dir},
@@ -995,6 +1101,10 @@ caf::behavior manager_actor(caf::event_based_actor* self, context_ptr ctx, caf::
         }
         save_modes();
         start_fresh();
+      },
+      [=](step_atom, const std::string& what) {
+        // A step of the starting kernel's evaluation (the progress line shows it).
+        if (!st->finished) emit("initial_step", {{"step", what}});
       },
       [=](interrupt_atom, int sig) -> caf::result<bool> {
         // Ctrl-C / SIGTERM: nothing new starts and no result is recorded from now on (what is in

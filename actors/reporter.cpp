@@ -5,6 +5,7 @@
 // never fatal. report.html is also rewritten while the run goes on (after the starting kernel, at
 // every round's end, at most once a minute on results), so that its auto-refresh shows progress.
 // --quiet keeps only errors, the end line and the summary; colours only on a TTY without NO_COLOR.
+#include <sys/ioctl.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -75,6 +76,14 @@ std::string colored(const std::string& type, const nlohmann::json& p, const std:
   return code ? std::string("\033[") + code + "m" + line + "\033[0m" : line;
 }
 
+/// The progress line's width on the terminal behind stderr, read at every redraw (so a resized
+/// window is followed).
+std::size_t terminal_columns() {
+  struct winsize ws {};
+  const int cols = ::ioctl(STDERR_FILENO, TIOCGWINSZ, &ws) == 0 ? ws.ws_col : 0;
+  return report::progress_columns(cols, std::getenv("COLUMNS"));
+}
+
 } // namespace
 
 caf::behavior reporter_actor(caf::event_based_actor* self, context_ptr ctx) {
@@ -85,7 +94,8 @@ caf::behavior reporter_actor(caf::event_based_actor* self, context_ptr ctx) {
   st->color = wants_color();
 
   auto redraw = [=] {
-    std::cerr << "\r\033[K" << report::format_progress_line(st->progress, st->now_s()) << std::flush;
+    std::cerr << "\r\033[K" << report::format_progress_line(st->progress, st->now_s(), terminal_columns())
+              << std::flush;
     st->line_shown = true;
   };
   auto clear_line = [=] {
@@ -139,7 +149,8 @@ caf::behavior reporter_actor(caf::event_based_actor* self, context_ptr ctx) {
         st->finished = true;
         if (st->tty) {
           clear_line();
-          std::cerr << report::format_progress_line(st->progress, st->now_s()) << "\n" << std::flush;
+          std::cerr << report::format_progress_line(st->progress, st->now_s(), terminal_columns()) << "\n"
+                    << std::flush;
         }
         nlohmann::json summary = nlohmann::json::parse(summary_json, nullptr, false);
         if (!summary.is_object()) summary = nlohmann::json::object();

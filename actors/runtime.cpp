@@ -76,15 +76,28 @@ void check_kernel_dir(const std::string& dir) {
                                    dir, f));
 }
 
-resume_target read_resume_target(const std::string& run_dir) {
+resume_target read_resume_target(const std::string& run_dir, int extend_to_rounds) {
   if (!fs::is_directory(run_dir)) throw user_error("--resume " + run_dir + ": not a directory");
   auto rd = store::run_directory::open_existing(run_dir);
   resume_target t;
   t.config_path = rd.config_path().string();
   auto db = store::program_db::open(rd.program_db_path(), store::program_db::mode::read_only);
   const auto status = db.get_state(store::state_key::status).value_or("");
-  if (status == "finished")
-    throw user_error("--resume " + run_dir + ": this run finished already (status: finished); nothing to resume");
+  if (status == "finished") {
+    // A finished run goes on only to rounds it has not run yet: --max-rounds N beyond its last round.
+    int ran = 0;
+    try {
+      ran = std::max(std::stoi(db.get_state(store::state_key::round_done).value_or("0")),
+                     std::stoi(db.get_state(store::state_key::round).value_or("0")));
+    } catch (const std::exception&) {
+      ran = 0;
+    }
+    if (extend_to_rounds <= ran)
+      throw user_error(fmt::format("--resume {}: this run finished already (status: finished); nothing to resume "
+                                   "(it ran {} round{}; add --max-rounds N with N > {} to extend it)",
+                                   run_dir, ran, ran == 1 ? "" : "s", ran));
+    t.extends = true;
+  }
   auto kd = db.get_state(store::state_key::kernel_dir);
   if (!kd || kd->empty())
     throw user_error("--resume " + run_dir + ": program.db does not name the kernel directory (expected run_state "
@@ -97,7 +110,7 @@ resume_target read_resume_target(const std::string& run_dir) {
 run_outcome run_optimization(const run_request& req) {
   run_outcome out;
   const bool resuming = !req.resume_dir.empty();
-  if (resuming) (void)read_resume_target(req.resume_dir);
+  if (resuming) (void)read_resume_target(req.resume_dir, req.extend_to_rounds);
   check_kernel_dir(req.kernel_dir);
 
   auto ctx = std::make_shared<run_context>();
@@ -189,25 +202,55 @@ run_outcome run_optimization(const run_request& req) {
     ctx->llm_chosen = {settings.provider, settings.model,
                        settings.provider == "replay" ? settings.replay_dir : settings.base_url, settings.reason,
                        settings.api_key_env};
-    if (!settings.api_key_env.empty()) ctx->child_env.erase(settings.api_key_env);
-    ctx->llm = make_provider(settings);
-    if (ctx->cfg.llm.preflight && settings.provider != "replay") {
-      // Before the long initial phase and before any directory exists: a refused key, an endpoint
-      // that does not answer or an unknown model is one line, exit 2.
-      const auto endpoint = settings.base_url.empty() ? std::string{"its default endpoint"} : settings.base_url;
-      auto quick = make_provider(preflight_settings(settings));
-      auto pf = run_preflight(*quick, settings.model);
-      if (pf.result == preflight_outcome::verdict::fatal)
-        throw user_error(fmt::format("LLM preflight failed for {} model {} at {}: {} (check the key{}, --model and "
-                                     "--base-url; llm.preflight: false skips this check)",
-                                     settings.provider, settings.model, endpoint, redact(pf.message),
-                                     settings.api_key_env.empty() ? "" : " in " + settings.api_key_env));
-      if (pf.result == preflight_outcome::verdict::transient)
-        ctx->notes.push_back("LLM preflight got a transient answer (the run retries): " + redact(pf.message));
+    std::vector<std::string> keys{settings.api_key};
+    auto build = [&](const provider_settings& ps) {
+      if (!ps.api_key_env.empty()) ctx->child_env.erase(ps.api_key_env);
+      auto provider = make_provider(ps);
+      if (ctx->cfg.llm.preflight && ps.provider != "replay") {
+        // Before the long initial phase and before any directory exists: a refused key, an endpoint
+        // that does not answer or an unknown model is one line, exit 2.
+        const auto endpoint = ps.base_url.empty() ? std::string{"its default endpoint"} : ps.base_url;
+        auto quick = make_provider(preflight_settings(ps));
+        auto pf = run_preflight(*quick, ps.model);
+        if (pf.result == preflight_outcome::verdict::fatal)
+          throw user_error(fmt::format("LLM preflight failed for {} model {} at {}: {} (check the key{}, --model and "
+                                       "--base-url; llm.preflight: false skips this check)",
+                                       ps.provider, ps.model, endpoint, redact(pf.message),
+                                       ps.api_key_env.empty() ? "" : " in " + ps.api_key_env));
+        if (pf.result == preflight_outcome::verdict::transient)
+          ctx->notes.push_back("LLM preflight got a transient answer (the run retries): " + redact(pf.message));
+      }
+      return provider;
+    };
+    ctx->llm = build(settings);
+    // strategy_config.models: each model reaches its own provider (its entry's provider, base_url
+    // and api_key_env, else the llm block's rules applied to that model), so one run can ask
+    // Anthropic and OpenAI models side by side.
+    std::map<std::string, std::shared_ptr<llm_provider>> by_model;
+    for (const auto& m : ctx->cfg.strategy_cfg.models) {
+      if (m == settings.model || by_model.count(m)) continue;
+      llm_config c = ctx->cfg.llm;
+      c.model = m;
+      if (auto ep = ctx->cfg.strategy_cfg.model_endpoints.find(m); ep != ctx->cfg.strategy_cfg.model_endpoints.end()) {
+        if (!ep->second.provider.empty() && ep->second.provider != c.provider) {
+          // Another vendor: the llm block's endpoint and key variable are not this model's.
+          c.base_url.clear();
+          c.api_key_env.clear();
+        }
+        if (!ep->second.provider.empty()) c.provider = ep->second.provider;
+        if (!ep->second.base_url.empty()) c.base_url = ep->second.base_url;
+        if (!ep->second.api_key_env.empty()) c.api_key_env = ep->second.api_key_env;
+      }
+      auto ms = resolve_provider(c, m, llm_env);
+      register_secret(ms.api_key_env, ms.api_key);
+      keys.push_back(ms.api_key);
+      by_model[m] = build(ms);
+      ctx->llm_models.push_back({ms.provider, ms.model, ms.provider == "replay" ? ms.replay_dir : ms.base_url,
+                                 ms.reason, ms.api_key_env});
     }
+    if (!by_model.empty()) ctx->llm = std::make_shared<model_router>(ctx->llm, std::move(by_model));
     if (!ctx->llm_record_dir.empty())
-      ctx->llm = std::make_shared<recording_provider>(ctx->llm, ctx->llm_record_dir,
-                                                      std::vector<std::string>{settings.api_key});
+      ctx->llm = std::make_shared<recording_provider>(ctx->llm, ctx->llm_record_dir, keys);
   }
 
   const std::string hint = sanitize(ctx->cfg.name + "-" + fs::path(ctx->kernel_dir).filename().string());

@@ -14,6 +14,7 @@ struct run_request {
   std::string kernel_dir;         ///< holds input.py, problem.py, test.py
   std::string run_dir_base = ".optimize";
   std::string resume_dir;         ///< non-empty: continue this run
+  int extend_to_rounds = 0;       ///< > 0: --max-rounds given with --resume (may extend a finished run)
   std::string llm_record_dir;     ///< non-empty: record every LLM exchange there
   bool verbose = false;
   bool quiet = false;             ///< --quiet
@@ -30,13 +31,16 @@ struct run_outcome {
 void check_kernel_dir(const std::string& dir);
 
 /// What --resume RUN_DIR continues: the run's own config.yaml and kernel directory (from program.db).
-/// Throws user_error when RUN_DIR is not a run directory, finished already, or never started.
+/// Throws user_error when RUN_DIR is not a run directory, never started, or finished already and not
+/// extended: a finished run is continued only when `extend_to_rounds` (--max-rounds) is beyond the
+/// rounds it ran.
 struct resume_target {
   std::string config_path;
   std::string kernel_dir;
   std::string strategy_name;  ///< the name the run was started with ("" when unknown)
+  bool extends = false;       ///< the run had finished; --max-rounds extends it
 };
-resume_target read_resume_target(const std::string& run_dir);
+resume_target read_resume_target(const std::string& run_dir, int extend_to_rounds = 0);
 
 /// Runs one strategy to completion. User errors (bad mask, unknown GPU name) come back as exit code 2.
 run_outcome run_optimization(const run_request& req);

@@ -42,7 +42,7 @@ std::vector<named_config> resolve_configs(const run_options& o, const std::funct
   if (!o.resume.empty()) {
     if (o.strategy == "all") throw user_error("--resume cannot be combined with --strategy all");
     check_resume_dir(o.resume);
-    auto target = read_resume_target(o.resume);
+    auto target = read_resume_target(o.resume, o.max_rounds != run_options::unset ? o.max_rounds : 0);
     auto cfg = load_config_file(target.config_path);
     if (!target.strategy_name.empty()) cfg.name = target.strategy_name;
     out.push_back({cfg.name, std::move(cfg)});

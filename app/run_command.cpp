@@ -131,6 +131,7 @@ static int run_one(run_config cfg, std::string kernel_dir, const run_options& o)
   req.kernel_dir = std::move(kernel_dir);
   req.run_dir_base = o.run_dir;
   req.resume_dir = o.resume;
+  req.extend_to_rounds = !o.resume.empty() && o.max_rounds != run_options::unset ? o.max_rounds : 0;
   req.llm_record_dir = o.llm_record;
   req.verbose = o.verbose;
   req.quiet = o.quiet;
@@ -149,7 +150,7 @@ int run_main(const run_options& o) {
   else check_run_dir_base(o.run_dir);
   if (!o.resume.empty() && o.strategy != "all") {
     // The run's own config and kernel directory; flags given now (e.g. --max-rounds) still apply.
-    auto target = read_resume_target(o.resume);
+    auto target = read_resume_target(o.resume, o.max_rounds != run_options::unset ? o.max_rounds : 0);
     auto cfg = load_config_file(target.config_path);
     if (!target.strategy_name.empty()) cfg.name = target.strategy_name;
     return run_one(std::move(cfg), o.kernel_dir.empty() ? target.kernel_dir : o.kernel_dir, o);

@@ -230,6 +230,8 @@ class Server:
             self.discard()
             kind = {"timeout": "timeout", "integrity": "integrity", "harness": "harness_error"}.get(exc.kind, "crashed")
             reply.update(kind=kind, error=str(exc) if kind != "integrity" else f"integrity: {exc}")
+        except core.ProblemError as exc:
+            reply.update(kind="problem_error", error=str(exc), traceback=exc.traceback_text)
         except core.CandidateError as exc:
             self.discard()
             reply.update(kind="candidate_error", error=str(exc), traceback=exc.traceback_text)

@@ -170,10 +170,9 @@ def sha256(text):
 POISON_MARKERS = ("illegal memory access", "illegal instruction", "misaligned address", "CUDA error",
                   "CUDA_ERROR_", "HIP error", "hipError", "device-side assert", "unspecified launch failure",
                   "HSA_STATUS_ERROR", "Memory access fault")
-INTERPRETER_HINT = ("the Triton interpreter (CPU platform, TRITON_INTERPRET=1) failed to run this kernel; "
-                    "it needs loop bounds and range() arguments that are tl.constexpr (e.g. `K: tl.constexpr` "
-                    "and `for k in tl.range(0, K, BLOCK_K)`) and no GPU-only features (inline asm, "
-                    "device-specific intrinsics)")
+INTERPRETER_HINT = ("the CPU platform runs Triton's interpreter (TRITON_INTERPRET=1): loop bounds and range() "
+                    "arguments must be tl.constexpr (e.g. `K: tl.constexpr`), and GPU-only features (inline "
+                    "asm, device intrinsics) do not run there")
 
 
 def is_poisoning(text):
@@ -189,6 +188,41 @@ def describe_exception(exc):
             "InterpreterError" in text or "only 0-dimensional arrays" in text or "interpreter" in text.lower()):
         msg += "\nHint: " + INTERPRETER_HINT
     return msg, text[-TAIL_CHARS:]
+
+
+class ProblemError(Exception):
+    """The kernel directory's problem.py failed (its import, Model, get_inputs or the reference): the
+    user's mistake, never blamed on a kernel. The message names the file and its line."""
+
+    def __init__(self, message, traceback_text=""):
+        super().__init__(message)
+        self.traceback_text = traceback_text
+
+
+def problem_error(exc, path):
+    """A ProblemError for `exc` raised while running problem.py at `path`: "problem.py line 7: ..."."""
+    import traceback as tb_mod
+    path = os.path.abspath(path)
+    line = None
+    if isinstance(exc, SyntaxError) and exc.filename and os.path.abspath(exc.filename) == path:
+        line = exc.lineno
+    for frame in tb_mod.extract_tb(exc.__traceback__):
+        if os.path.abspath(frame.filename) == path:
+            line = frame.lineno
+    where = f"{os.path.basename(path)} line {line}" if line else os.path.basename(path)
+    text = "".join(tb_mod.format_exception(type(exc), exc, exc.__traceback__))
+    return ProblemError(f"{where}: {type(exc).__name__}: {exc}", text[-TAIL_CHARS:])
+
+
+@contextlib.contextmanager
+def blame_problem(path):
+    """Whatever problem.py raises inside this block becomes a ProblemError naming its line."""
+    try:
+        yield
+    except (ProblemError, KeyboardInterrupt):
+        raise
+    except (Exception, SystemExit) as exc:  # noqa: BLE001 - any failure of the user's file is theirs
+        raise problem_error(exc, path) from exc
 
 
 class CandidateError(Exception):
@@ -431,10 +465,19 @@ class Problem:
         self._compiled = None
         self._ref32 = None
         t0 = time.perf_counter()
-        with working_directory(self.dir):
+        with working_directory(self.dir), blame_problem(self.path):
             self.module = import_fresh(self.path, "problem")
         self.timings["import_s"] = time.perf_counter() - t0
+        name = os.path.basename(self.path)
+        for needed in ("Model", "get_inputs"):
+            if not hasattr(self.module, needed):
+                raise ProblemError(f"{name} defines no {needed}: a kernel directory's {name} must define Model "
+                                   f"(the reference nn.Module) and get_inputs() (its inputs); get_init_inputs() "
+                                   f"is optional")
+        with blame_problem(self.path):
+            self._set_up(device, seed, reference)
 
+    def _set_up(self, device, seed, reference):
         t0 = time.perf_counter()
         get_inputs = self.module.get_inputs
         params = inspect.signature(get_inputs).parameters

@@ -465,16 +465,18 @@ class Judge:
         self.peak_gbps = peak_gbps
         self.timeouts = timeouts
         self.problem = core.Problem(path, device, dtype, size, seed)
-        self.seeds = [seed + k for k in range(max(1, trials))]
-        self.sets = [self.problem.inputs] + [self.problem.inputs_for_seed(s) for s in self.seeds[1:]]
-        self.refs = [self.problem.expected] + [self.problem.reference(s) for s in self.sets[1:]]
-        core.synchronize(device)
+        with core.blame_problem(path):  # get_inputs and Model.forward are the user's code too
+            self.seeds = [seed + k for k in range(max(1, trials))]
+            self.sets = [self.problem.inputs] + [self.problem.inputs_for_seed(s) for s in self.seeds[1:]]
+            self.refs = [self.problem.expected] + [self.problem.reference(s) for s in self.sets[1:]]
+            core.synchronize(device)
         ref0 = self.refs[0]
         self.multi = isinstance(ref0, (tuple, list))
         ref_outs = list(ref0) if self.multi else [ref0]
         for r in ref_outs:
             if not torch.is_tensor(r):
-                raise ValueError(f"the reference returns {type(r).__name__}; the harness compares tensors")
+                raise core.ProblemError(f"{os.path.basename(path)}: Model.forward returns {type(r).__name__}; "
+                                        f"the harness compares tensors (return a tensor or a tuple of tensors)")
         self.output_bytes = sum(r.numel() * r.element_size() for r in ref_outs)
         self.input_bytes = self.problem.input_bytes()
         # Slot group 0 receives verification outputs, groups 1..samples the sampled timed calls.

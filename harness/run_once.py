@@ -140,6 +140,8 @@ def main(argv=None):
         reply.update(kind="integrity", error=f"integrity: {exc}")
     except judge_mod.WorkerGone as exc:
         reply.update(kind="timeout" if exc.kind == "timeout" else "crashed", error=str(exc))
+    except core.ProblemError as exc:
+        reply.update(kind="problem_error", error=str(exc), traceback=exc.traceback_text)
     except core.CandidateError as exc:
         reply.update(kind="candidate_error", error=str(exc), traceback=exc.traceback_text)
     except Exception as exc:  # noqa: BLE001 - reported as JSON like the server does

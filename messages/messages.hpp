@@ -27,6 +27,8 @@ using usage_atom = caf::atom_constant<caf::atom("usage")>;
 using mode_atom = caf::atom_constant<caf::atom("mode")>;
 /// Ctrl-C / SIGTERM (with the signal number): the run stops starting work and ends what runs.
 using interrupt_atom = caf::atom_constant<caf::atom("interrupt")>;
+/// (step_atom, what): the evaluator's current step of the starting kernel's evaluation, to the manager.
+using step_atom = caf::atom_constant<caf::atom("step")>;
 
 // ---- LLM -----------------------------------------------------------------------------------------
 struct chat_message {

@@ -5,6 +5,7 @@
 #   run_trusted.sh OUT cost    full shapes: per-candidate cost before/after/sandboxed, both examples
 #   run_trusted.sh OUT run     a full kagent-actors NVIDIA run on matvec (real ncu), sandboxed
 #   run_trusted.sh OUT run_every  the same with profile: every (each verified candidate profiled)
+#   run_trusted.sh OUT timeout    candidate_timeout_s 15 s against the replay set's hanging kernel
 #   run_trusted.sh OUT busy_fixed / busy_auto   20 s LLM replies (KAGENT_REPLAY_DELAY_S): rounds with
 #                  num_workers 4, and async with num_workers: auto; GPU busy in summary_$what.json
 set -u
@@ -30,10 +31,11 @@ cost2)
     --candidates benchmarks/h200/replay_rmsnorm --peak-gbps 4800 \
     --warmup 10 --repeat 50 --no-back-to-back --json "$out/cost_rmsnorm.json" > "$out/cost_rmsnorm.txt" 2>&1
   echo "rc=$?" >> "$out/cost_rmsnorm.txt" ;;
-run|short|run_every|busy_fixed|busy_auto)
+run|short|run_every|busy_fixed|busy_auto|timeout)
   cfg=benchmarks/h200/nvidia_matvec.yaml
   [ "$what" = short ] && cfg=benchmarks/h200/nvidia_matvec_short.yaml
   [ "$what" = run_every ] && cfg=benchmarks/h200/nvidia_matvec_every.yaml
+  [ "$what" = timeout ] && cfg=benchmarks/h200/nvidia_matvec_timeout.yaml
   [ "$what" = busy_fixed ] && export KAGENT_REPLAY_DELAY_S=20
   [ "$what" = busy_auto ] && export KAGENT_REPLAY_DELAY_S=20 && cfg=benchmarks/h200/nvidia_matvec_auto.yaml
   ( sleep 30; for p in $(pgrep -f "worker.py --zygote"); do echo "zygote $p"; grep -E "address space|data size|processes" /proc/$p/limits; done ) > "$out/limits.txt" 2>&1 &
@@ -50,6 +52,7 @@ run|short|run_every|busy_fixed|busy_auto)
   tail -c 3000 "$d"/workers/gpu0/server.log > "$out/server_log_tail.txt" 2>/dev/null
   { ls -la "$d"/workers/gpu0/launchers/shared 2>&1; tail -c 2000 "$d"/workers/gpu0/launchers/build.log 2>&1; } > "$out/launchers_$what.txt"
   grep -h '"concurrency"' "$d"/events.jsonl > "$out/concurrency_$what.txt" 2>/dev/null
+  grep -hE '"(candidate_start|candidate_result|note|error)"' "$d"/events.jsonl | cut -c1-400 > "$out/results_$what.txt" 2>/dev/null
   rm -rf "$out/runs" ;;
 esac
 exit 0

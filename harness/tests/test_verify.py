@@ -205,3 +205,30 @@ class SourceHash(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class ProblemErrors(unittest.TestCase):
+    """A failure of the user's problem.py is theirs: a ProblemError naming the file and its line."""
+
+    def load(self, code):
+        with tempfile.TemporaryDirectory() as tmp:
+            path = support.write(tmp, "problem.py", code)
+            with self.assertRaises(core.ProblemError) as ctx:
+                core.Problem(path, "cpu", "bfloat16", "small")
+            return ctx.exception
+
+    def test_an_exception_in_get_inputs_names_problem_py_and_its_line(self):
+        exc = self.load("import torch\nclass Model(torch.nn.Module):\n    def forward(self, a):\n        return a\n"
+                        "def get_inputs():\n    return [missing_name]\n")
+        self.assertIn("problem.py line 6", str(exc))
+        self.assertIn("NameError", str(exc))
+        self.assertIn("missing_name", exc.traceback_text)
+
+    def test_a_syntax_error_names_its_line(self):
+        exc = self.load("import torch\n\ndef get_inputs(:\n    return []\n")
+        self.assertIn("problem.py line 3", str(exc))
+        self.assertIn("SyntaxError", str(exc))
+
+    def test_a_missing_model_says_what_problem_py_must_define(self):
+        exc = self.load("def get_inputs():\n    return []\n")
+        self.assertIn("defines no Model", str(exc))

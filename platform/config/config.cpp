@@ -209,6 +209,37 @@ void read_string_list(const reader& r, const YAML::Node& m, const std::string& s
   }
 }
 
+/// `strategy_config.models`: model names, or maps {model, provider, base_url, api_key_env} for a
+/// model reached through its own provider, endpoint or key.
+void read_models(const reader& r, const YAML::Node& sc, strategy_config& s) {
+  const YAML::Node n = sc["models"];
+  if (!n.IsDefined() || n.IsNull()) return;
+  const char* expected = "key 'strategy_config.models' must be a list of model names or of maps "
+                         "{model, provider, base_url, api_key_env}";
+  if (!n.IsSequence()) r.fail(n, expected);
+  s.models.clear();
+  s.model_endpoints.clear();
+  for (const auto& e : n) {
+    if (e.IsScalar()) {
+      s.models.push_back(e.as<std::string>());
+      continue;
+    }
+    if (!e.IsMap()) r.fail(e, expected);
+    r.only_keys(e, "strategy_config.models[]", {"model", "provider", "base_url", "api_key_env"});
+    std::string model;
+    model_endpoint ep;
+    r.get_string(e, "strategy_config.models[]", "model", model);
+    if (model.empty()) r.fail(e, "key 'strategy_config.models[]' needs 'model' (the model's name)");
+    r.get_choice(e, "strategy_config.models[]", "provider", ep.provider,
+                 {"anthropic", "openai", "openai_responses", "openai_compatible", "relay", "replay"});
+    r.get_string(e, "strategy_config.models[]", "base_url", ep.base_url);
+    r.get_string(e, "strategy_config.models[]", "api_key_env", ep.api_key_env);
+    if (s.model_endpoints.count(model)) r.fail(e, fmt::format("model '{}' is listed twice in strategy_config.models", model));
+    s.models.push_back(model);
+    s.model_endpoints[model] = ep;
+  }
+}
+
 run_config from_node(const YAML::Node& root, const std::string& origin) {
   reader r{origin};
   run_config c;
@@ -244,7 +275,7 @@ run_config from_node(const YAML::Node& root, const std::string& origin) {
     auto& s = c.strategy_cfg;
     r.get_int(sc, "strategy_config", "num_top_kernels", s.num_top_kernels, 1, limits::max_fanout);
     r.get_int(sc, "strategy_config", "num_bottlenecks", s.num_bottlenecks, 1, limits::max_fanout);
-    read_string_list(r, sc, "strategy_config", "models", s.models);
+    read_models(r, sc, s);
     r.get_int(sc, "strategy_config", "samples_per_prompt", s.samples_per_prompt, 1, limits::max_fanout);
     r.get_int(sc, "strategy_config", "num_expanding_parents", s.num_expanding_parents, 1, limits::max_fanout);
     r.get_int(sc, "strategy_config", "max_no_improvement", s.max_no_improvement, 1, limits::max_rounds);
@@ -481,7 +512,22 @@ std::string to_yaml(const run_config& c) {
   e << YAML::Key << "strategy_config" << YAML::Value << YAML::BeginMap;
   e << YAML::Key << "num_top_kernels" << YAML::Value << c.strategy_cfg.num_top_kernels;
   e << YAML::Key << "num_bottlenecks" << YAML::Value << c.strategy_cfg.num_bottlenecks;
-  if (!c.strategy_cfg.models.empty()) e << YAML::Key << "models" << YAML::Value << YAML::Flow << c.strategy_cfg.models;
+  if (!c.strategy_cfg.models.empty()) {
+    e << YAML::Key << "models" << YAML::Value << YAML::Flow << YAML::BeginSeq;
+    for (const auto& m : c.strategy_cfg.models) {
+      auto ep = c.strategy_cfg.model_endpoints.find(m);
+      if (ep == c.strategy_cfg.model_endpoints.end()) {
+        e << m;
+        continue;
+      }
+      e << YAML::BeginMap << YAML::Key << "model" << YAML::Value << m;
+      if (!ep->second.provider.empty()) e << YAML::Key << "provider" << YAML::Value << ep->second.provider;
+      if (!ep->second.base_url.empty()) e << YAML::Key << "base_url" << YAML::Value << ep->second.base_url;
+      if (!ep->second.api_key_env.empty()) e << YAML::Key << "api_key_env" << YAML::Value << ep->second.api_key_env;
+      e << YAML::EndMap;
+    }
+    e << YAML::EndSeq;
+  }
   e << YAML::Key << "samples_per_prompt" << YAML::Value << c.strategy_cfg.samples_per_prompt;
   if (c.strategy_cfg.num_expanding_parents > 0)
     e << YAML::Key << "num_expanding_parents" << YAML::Value << c.strategy_cfg.num_expanding_parents;

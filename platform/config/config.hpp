@@ -74,10 +74,20 @@ struct roofline_config {
   double convergence_threshold_pct = 0.1;
 };
 
+/// Where one model of `strategy_config.models` is reached when it names its own endpoint
+/// (`{model, provider, base_url, api_key_env}`); unset fields follow the `llm:` block's rules.
+struct model_endpoint {
+  std::string provider;
+  std::string base_url;
+  std::string api_key_env;
+};
+
 struct strategy_config {
   int num_top_kernels = 2;
   int num_bottlenecks = 2;
   std::vector<std::string> models;       ///< empty: the run's model
+  /// Models of `models` given as maps: their own provider, endpoint or key variable.
+  std::map<std::string, model_endpoint> model_endpoints;
   int samples_per_prompt = 1;
   int num_expanding_parents = -1;        ///< <0: num_top_kernels
   int max_no_improvement = 5;

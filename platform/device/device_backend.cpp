@@ -95,6 +95,7 @@ std::string cause_of_kind(const nlohmann::json& body, const char* otherwise) {
   if (kind == "timeout") return "timeout";
   if (kind == "crashed" || kind == "candidate_poisoned" || kind == "poisoned") return "crash";
   if (kind == "harness_error") return "harness";
+  if (kind == "problem_error") return "problem";
   return otherwise;
 }
 
@@ -136,16 +137,23 @@ public:
     device_result e;
     e.candidate_id = req.candidate_id;
     const auto t0 = std::chrono::steady_clock::now();
+    if (!loaded_ && req.on_step) req.on_step("starting the evaluator and loading problem.py");
     if (!loaded_ && !load(e)) return finish(e, t0);
     const auto verify_timeout = std::chrono::milliseconds(static_cast<long>(s_.test_timeout_s * 1000));
     const auto bench_timeout = std::chrono::milliseconds(static_cast<long>(s_.benchmark_timeout_s * 1000));
     nlohmann::json base{{"code", req.code}, {"workdir", req.work_dir}};
     if (s_.rtol >= 0) base["rtol"] = s_.rtol;
     if (s_.atol >= 0) base["atol"] = s_.atol;
-    if (req.mode == "initial" && wants_user_test(s_, req, -1) &&
-        !run_user_test(s_, env_, req.code, req.work_dir.empty() ? fs::path(s_.run_path) : fs::path(req.work_dir), e))
-      return finish(e, t0);
+    auto step = [&](const char* what) {
+      if (req.on_step) req.on_step(what);
+    };
+    if (req.mode == "initial" && wants_user_test(s_, req, -1)) {
+      step("running the kernel directory's test.py");
+      if (!run_user_test(s_, env_, req.code, req.work_dir.empty() ? fs::path(s_.run_path) : fs::path(req.work_dir), e))
+        return finish(e, t0);
+    }
     if (req.mode == "verify" || req.mode == "initial") {
+      step("verifying");
       auto r = client_->request(merged(base, {{"op", "verify"}}), verify_timeout);
       take_output(e, r);
       if (!r.ok() || !r.body["result"].value("passed", false)) {
@@ -163,6 +171,7 @@ public:
     if (req.mode == "benchmark" || req.mode == "initial") {
       nlohmann::json targets = req.mode == "initial" ? nlohmann::json{"candidate", "eager", "compile"}
                                                      : nlohmann::json{"candidate"};
+      step(req.mode == "initial" ? "timing it, PyTorch eager and torch.compile" : "timing");
       auto r = client_->request(merged(base, {{"op", "benchmark"},
                                               {"targets", targets},
                                               {"warmup", static_cast<int>(s_.benchmark_warmup)},
@@ -232,6 +241,12 @@ private:
       if (r.body.contains("stderr") && r.body["stderr"].is_string()) e.stderr_tail = r.body["stderr"];
     }
     if (e.stderr_tail.empty()) e.stderr_tail = r.stderr_tail;
+    // The interpreter's traceback (a candidate's exception, problem.py's) goes with the output, so the
+    // candidate's verify log shows the file and line that failed.
+    if (r.body.is_object() && r.body.contains("traceback") && r.body["traceback"].is_string() &&
+        !r.body["traceback"].get<std::string>().empty())
+      e.stderr_tail += (e.stderr_tail.empty() ? "" : "\n") + std::string{"--- traceback ---\n"} +
+                       r.body["traceback"].get<std::string>();
   }
   static device_result& finish(device_result& e, std::chrono::steady_clock::time_point t0) {
     e.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -254,6 +269,13 @@ private:
     if (device_ == "cpu") req["size"] = "small";
     auto r = client_->request(req, std::chrono::milliseconds(static_cast<long>(s_.benchmark_timeout_s * 1000)));
     if (!r.ok()) {
+      if (r.failure == evaluator_failure::none && cause_of_kind(r.body, "") == "problem") {
+        // The kernel directory's own problem.py failed: said as such, with its line and traceback.
+        e.error = "the kernel directory's " + r.error();
+        e.failure_cause = "problem";
+        take_output(e, r);
+        return false;
+      }
       e.error = "could not load the problem on the device: " + r.error();
       e.failure_cause = "harness";
       e.stderr_tail = r.stderr_tail;
@@ -326,6 +348,9 @@ public:
     const auto& res = j.contains("result") && j["result"].is_object() ? j["result"] : nlohmann::json::object();
     if (!j.value("ok", false)) {
       e.error = j.value("error", std::string{"run_once.py reported a failure"});
+      if (j.contains("traceback") && j["traceback"].is_string() && !j["traceback"].get<std::string>().empty())
+        e.stderr_tail += "\n--- traceback ---\n" + j["traceback"].get<std::string>();
+      if (j.value("kind", std::string{}) == "problem_error") e.error = "the kernel directory's " + e.error;
       e.failure_cause = j.value("poisoned", false) ? "crash" : (req.mode == "benchmark" ? "benchmark" : "verification");
       e.failure_cause = cause_of_kind(j, e.failure_cause.c_str());
       if (e.error.rfind("Disallowed PyTorch usage", 0) == 0) e.failure_cause = "banned";

@@ -6,6 +6,7 @@
 //   warm     one harness/evaluator.py server per device, pinned through its environment (default)
 //   process  a fresh harness/run_once.py per request (isolation: process)
 #include <memory>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -50,6 +51,8 @@ struct device_request {
   /// The run's best time when the candidate was planned (< 0: none yet). With user_test: best, a
   /// benchmark faster than this runs the kernel directory's test.py before it may become the best.
   double best_ms = -1;
+  /// Told each step as it starts ("loading problem.py", "verifying", ...); may be unset.
+  std::function<void(const std::string&)> on_step = nullptr;
 };
 
 /// Times < 0 are "not measured".

@@ -311,4 +311,14 @@ std::shared_ptr<llm_provider> make_provider(const provider_settings& s, std::sha
   return std::make_shared<http_provider>(s, std::move(http));
 }
 
+const llm_provider& model_router::route(const std::string& model) const {
+  auto it = by_model_.find(model);
+  return it == by_model_.end() ? *fallback_ : *it->second;
+}
+
+llm_response model_router::complete(const llm_request& req, const text_callback& on_text) {
+  auto it = by_model_.find(req.model);
+  return (it == by_model_.end() ? fallback_ : it->second)->complete(req, on_text);
+}
+
 } // namespace kagent

@@ -2,6 +2,7 @@
 // Providers: one blocking call = one HTTP attempt (retries live in retry.hpp / the llm_client actor).
 // Model -> provider resolution follows SPEC §11.1, overridable through the `llm:` block and the CLI.
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -68,6 +69,23 @@ provider_settings resolve_provider(const llm_config& cfg, const std::string& fal
 
 /// The default relay probe: GET <url>/ with a 5 s timeout; true on any HTTP answer.
 bool probe_relay(const std::string& url);
+
+/// One run, several models from different vendors: a request goes to the provider of its model
+/// (strategy_config.models resolved per model), a model not listed (or none) to the default one.
+class model_router final : public llm_provider {
+public:
+  model_router(std::shared_ptr<llm_provider> fallback, std::map<std::string, std::shared_ptr<llm_provider>> by_model)
+      : fallback_(std::move(fallback)), by_model_(std::move(by_model)) {}
+  llm_response complete(const llm_request& req, const text_callback& on_text = {}) override;
+  std::string name() const override { return fallback_->name(); }
+  std::string default_model() const override { return fallback_->default_model(); }
+  /// The provider a request for `model` goes to.
+  const llm_provider& route(const std::string& model) const;
+
+private:
+  std::shared_ptr<llm_provider> fallback_;
+  std::map<std::string, std::shared_ptr<llm_provider>> by_model_;
+};
 
 /// Builds the provider. `http` may be shared between providers (connection pool); null: a new one.
 std::shared_ptr<llm_provider> make_provider(const provider_settings& s, std::shared_ptr<http_client> http = nullptr);

@@ -97,10 +97,22 @@ timeline build_timeline(const report_data& d) {
     }
   }
   std::optional<double> best = tl.initial_ms;
+  // A resumed run's sessions follow each other on the time axis: the time the run was not running
+  // (between a session's last event and the next run_start) is left out, and the resume is marked.
+  double gap = 0;
+  std::optional<double> last_abs;
+  bool seen_start = false, seen_initial = false;
   for (const auto& ev : d.events) {
     const auto type = text_of(ev, "type");
-    const double t = t0 ? std::max(0.0, parse_iso_utc(text_of(ev, "ts")).value_or(*t0) - *t0) : 0;
-    if (type == "initial") tl.initial_t_s = t;
+    const auto abs = parse_iso_utc(text_of(ev, "ts"));
+    if (type == "run_start" && abs) {
+      if (seen_start && last_abs && *abs > *last_abs) gap += *abs - *last_abs;
+      seen_start = true;
+    }
+    if (abs && (!last_abs || *abs > *last_abs)) last_abs = abs;
+    const double t = t0 ? std::max(0.0, abs.value_or(*t0) - *t0 - gap) : 0;
+    if (type == "resume") tl.round_starts.emplace_back("resumed", t);
+    if (type == "initial" && !seen_initial) tl.initial_t_s = t, seen_initial = true;
     tl.end_t_s = std::max(tl.end_t_s, t);
     if (type == "round_start") tl.round_starts.emplace_back("r" + text_of(ev, "round"), t);
     if (type == "candidate_start" && !tl.first_candidate_t_s) tl.first_candidate_t_s = t;
@@ -270,9 +282,15 @@ std::string summary_section(const summary_view& v, const report_data& d) {
   std::size_t devices = 1;
   if (d.summary.contains("devices") && d.summary["devices"].is_array() && !d.summary["devices"].empty())
     devices = d.summary["devices"].size();
-  row("GPU busy", have && wall && *wall > 0 ? fmt::format("{:.0f}% ({:.1f} device-s over {} device(s))",
-                                                           device_s / (*wall * devices) * 100, device_s, devices)
-                                            : "n/a");
+  // summary.json's own figure, where it has one, covers every session of a resumed run.
+  const auto busy = finite_number(d.summary, "gpu_busy_pct");
+  if (auto ds = finite_number(d.summary, "device_s"); busy && ds) device_s = *ds, have = true;
+  const auto sessions = int_or(d.summary, "sessions", 1);
+  row("GPU busy", busy && have ? fmt::format("{:.0f}% ({:.1f} device-s over {} device(s){})", *busy, device_s, devices,
+                                             sessions > 1 ? fmt::format(", {} sessions", sessions) : "")
+                  : have && wall && *wall > 0 ? fmt::format("{:.0f}% ({:.1f} device-s over {} device(s))",
+                                                            device_s / (*wall * devices) * 100, device_s, devices)
+                                              : "n/a");
   row("best kernel file", v.best_kernel_path.empty() ? "(none)" : v.best_kernel_path);
   row("run directory", v.run_dir.empty() ? "n/a" : v.run_dir);
   s += "</table>\n";

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <vector>
 
 #include "platform/report/text.hpp"
@@ -82,8 +83,9 @@ llm_tally progress_state::llm() const {
 std::optional<double> progress_state::gpu_busy_pct(double now_s) const {
   if (!saw_device_s || t_start_s < 0) return std::nullopt;
   const double wall = now_s - t_start_s;
-  if (!(wall > 1e-9)) return std::nullopt;
-  const double pct = device_s / (wall * std::max(1, devices)) * 100.0;
+  const double capacity = prior_capacity_s + std::max(0.0, wall) * std::max(1, devices);
+  if (!(capacity > 1e-9)) return std::nullopt;
+  const double pct = (prior_device_s + device_s) / capacity * 100.0;
   if (!std::isfinite(pct)) return std::nullopt;
   return pct;
 }
@@ -112,10 +114,14 @@ void update(progress_state& st, const std::string& type, const nlohmann::json& p
     st.slots = static_cast<int>(int_or(p, "num_workers", st.slots));
     st.slots_auto = true;
   } else if (type == "initial") {
+    st.initial_step.clear();
     if (auto v = positive_ms(p, "initial_ms")) st.initial_ms = v;
     note_best(st, p, "initial_ms");
     note_best(st, p, "best_ms");
+  } else if (type == "initial_step") {
+    st.initial_step = text_of(p, "step");
   } else if (type == "round_start") {
+    st.initial_step.clear();
     st.round = static_cast<int>(int_or(p, "round", st.round + 1));
     st.max_rounds = static_cast<int>(int_or(p, "max_rounds", st.max_rounds));
     st.round_candidates = static_cast<int>(int_or(p, "candidates", 0));
@@ -169,6 +175,20 @@ void update(progress_state& st, const std::string& type, const nlohmann::json& p
     ++st.errors;
   } else if (type == "resume") {
     st.round = static_cast<int>(int_or(p, "from_round", st.round));
+    // The run's counts so far come from program.db; the earlier sessions' time from `prior`. A
+    // report replaying every session's events gets the same totals: the first session's device
+    // seconds are in `prior`, so this session's count starts again.
+    st.ok = static_cast<int>(int_or(p, "verified", st.ok));
+    st.failed = static_cast<int>(int_or(p, "failed", st.failed));
+    st.duplicates = static_cast<int>(int_or(p, "duplicates", st.duplicates));
+    if (p.is_object() && p.contains("prior") && p["prior"].is_object()) {
+      const auto& pr = p["prior"];
+      st.prior_wall_s = std::max(0.0, finite_number(pr, "wall_s").value_or(0));
+      st.prior_device_s = std::max(0.0, finite_number(pr, "device_s").value_or(0));
+      st.prior_capacity_s = std::max(0.0, finite_number(pr, "capacity_s").value_or(0));
+      st.device_s = 0;
+      st.saw_device_s = st.saw_device_s || st.prior_device_s > 0;
+    }
   } else if (type == "run_end") {
     st.finished = true;
     st.success = p.is_object() && p.contains("success") && p["success"].is_boolean() && p["success"].get<bool>();
@@ -176,15 +196,26 @@ void update(progress_state& st, const std::string& type, const nlohmann::json& p
   }
 }
 
-std::string format_progress_line(const progress_state& st, double now_s) {
+std::size_t progress_columns(int terminal_columns, const char* env_columns) {
+  long cols = terminal_columns;
+  if (cols <= 0 && env_columns && *env_columns) {
+    char* end = nullptr;
+    const long v = std::strtol(env_columns, &end, 10);
+    if (end && *end == '\0' && v > 0 && v < 100000) cols = v;
+  }
+  if (cols <= 0) cols = 80;
+  return std::clamp<std::size_t>(static_cast<std::size_t>(cols - 1), progress_line_min_columns, progress_line_columns);
+}
+
+std::string format_progress_line(const progress_state& st, double now_s, std::size_t columns) {
   std::vector<std::string> parts;
-  const double elapsed = st.t_start_s >= 0 ? now_s - st.t_start_s : 0;
+  const double elapsed = st.prior_wall_s + (st.t_start_s >= 0 ? now_s - st.t_start_s : 0);
   std::string where;
   if (st.schedule == "async") {
     where = st.max_candidates > 0 ? fmt::format("async {}/{}", st.results(), st.max_candidates)
                                   : fmt::format("async gen {}", st.round);
   } else if (st.round == 0) {
-    where = st.initial_ms ? "initial done" : "initial kernel";
+    where = !st.initial_step.empty() ? "initial: " + st.initial_step : st.initial_ms ? "initial done" : "initial kernel";
   } else {
     where = st.max_rounds > 0 ? fmt::format("round {}/{}", st.round, st.max_rounds) : fmt::format("round {}", st.round);
   }
@@ -214,22 +245,27 @@ std::string format_progress_line(const progress_state& st, double now_s) {
     return line;
   };
   std::string line = join(modes_text(st, false));
-  if (line.size() <= progress_line_columns) return line;
-  // Too wide: count the modes instead of listing them, then cut the middle rather than the
-  // modes, which say that results from here on are less trustworthy.
+  if (line.size() <= columns) return line;
+  // Too wide: count the modes instead of listing them; then leave out the LLM tally and the busy
+  // figure (the summary has both), then cut the middle rather than the modes, which say that
+  // results from here on are less trustworthy.
   const auto modes = modes_text(st, true);
   line = join(modes);
-  if (line.size() <= progress_line_columns) return line;
-  if (modes.empty()) return one_line(line, progress_line_columns);
+  for (int drop = 0; drop < 2 && line.size() > columns && parts.size() > 3; ++drop) {
+    parts.pop_back();
+    line = join(modes);
+  }
+  if (line.size() <= columns) return line;
+  if (modes.empty()) return one_line(line, columns);
   const std::string tail = " | " + modes;
-  if (tail.size() + 8 >= progress_line_columns) return one_line(line, progress_line_columns);
-  return one_line(join(""), progress_line_columns - tail.size()) + tail;
+  if (tail.size() + 8 >= columns) return one_line(line, columns);
+  return one_line(join(""), columns - tail.size()) + tail;
 }
 
 std::optional<std::string> format_log_line(const progress_state& st, const std::string& type, const nlohmann::json& p,
                                            double t_s, bool verbose) {
-  const std::string stamp = "[" + format_duration(st.t_start_s >= 0 ? t_s - st.t_start_s : 0) + "] ";
-  auto say = [&](const std::string& text) { return std::optional<std::string>(stamp + one_line(text, 400)); };
+  const std::string stamp = "[" + format_duration(st.prior_wall_s + (st.t_start_s >= 0 ? t_s - st.t_start_s : 0)) + "] ";
+  auto say = [&](const std::string& text) { return std::optional<std::string>(stamp + one_line(text, 600)); };
   if (type == "run_start") {
     std::string devices;
     if (p.is_object() && p.contains("devices") && p["devices"].is_array()) devices = p["devices"].dump();
@@ -240,6 +276,13 @@ std::optional<std::string> format_log_line(const progress_state& st, const std::
       llm = fmt::format(", LLM {} {}{}{}", prov.empty() ? "?" : prov, text_of(l, "model"),
                         text_of(l, "endpoint").empty() ? "" : (prov == "replay" ? " from " : " at ") + text_of(l, "endpoint"),
                         text_of(l, "key_env").empty() ? "" : " (key from " + text_of(l, "key_env") + ")");
+      if (p.contains("llm_models") && p["llm_models"].is_array())
+        for (const auto& m : p["llm_models"]) {
+          const std::string mp = text_of(m, "provider");
+          llm += fmt::format("; {} via {}{}{}", text_of(m, "model"), mp.empty() ? "?" : mp,
+                             text_of(m, "endpoint").empty() ? "" : (mp == "replay" ? " from " : " at ") + text_of(m, "endpoint"),
+                             text_of(m, "key_env").empty() ? "" : " (key from " + text_of(m, "key_env") + ")");
+        }
     }
     return say(fmt::format("run start: strategy {} ({}{}), devices {}{}, platform {}, max rounds {}, kernel {}{}",
                            text_of(p, "strategy").empty() ? "?" : text_of(p, "strategy"), text_of(p, "search"),
@@ -274,7 +317,7 @@ std::optional<std::string> format_log_line(const progress_state& st, const std::
       return say(fmt::format("{}: duplicate{}{} [{} ok, {} failed, {} dup]", who, err.empty() ? "" : ": ", one_line(err, 160),
                              st.ok, st.failed, st.duplicates));
     return say(fmt::format("{}: failed ({}){}{} [{} ok, {} failed]", who, cause.empty() ? "unknown" : cause,
-                           err.empty() ? "" : ": ", one_line(err, 160), st.ok, st.failed));
+                           err.empty() ? "" : ": ", brief_error(err, 160), st.ok, st.failed));
   }
   if (type == "round_end")
     return say(fmt::format("round {} done: best {}{}{}", int_or(p, "round", st.round), format_ms(st.best_ms),
@@ -299,11 +342,17 @@ std::optional<std::string> format_log_line(const progress_state& st, const std::
     return say(fmt::format("{}: {}{}", type, what.empty() ? "(no description)" : what,
                            rest.empty() ? "" : " " + rest.dump()));
   }
-  if (type == "resume")
-    return say(fmt::format("resume from round {}, {} pending", int_or(p, "from_round", 0),
+  if (type == "resume") {
+    std::string before;
+    if (p.is_object() && p.contains("prior") && p["prior"].is_object())
+      before = fmt::format(" (session {}; so far {} verified, {} failed over {})",
+                           int_or(p["prior"], "sessions", 0) + 1, st.ok, st.failed, format_duration(st.prior_wall_s));
+    return say(fmt::format("resume from round {}, {} pending{}", int_or(p, "from_round", 0),
                            p.is_object() && p.contains("pending") && p["pending"].is_array()
                                ? std::to_string(p["pending"].size())
-                               : text_of(p, "pending").empty() ? "0" : text_of(p, "pending")));
+                               : text_of(p, "pending").empty() ? "0" : text_of(p, "pending"),
+                           before));
+  }
   if (type == "run_end") {
     std::string err = text_of(p, "error");
     if (text_of(p, "run_state") == "interrupted")

@@ -44,8 +44,11 @@ struct progress_state {
   std::optional<double> initial_ms;
   std::optional<double> best_ms;
   std::string best_program_id;
-  double device_s = 0;            ///< sum of device_s of candidate_result and analysis events
+  double device_s = 0;            ///< sum of device_s of candidate_result and analysis events (this session)
   bool saw_device_s = false;
+  /// Earlier sessions of a resumed run (the `resume` event's `prior`): their wall seconds, device
+  /// seconds and device capacity (wall x devices), so elapsed time and GPU busy are run totals.
+  double prior_wall_s = 0, prior_device_s = 0, prior_capacity_s = 0;
   double llm_s = 0;               ///< sum of candidate_result.llm_s
   llm_tally llm_usage;            ///< from llm_usage events
   llm_tally llm_calls;            ///< from llm_call events (the llm_client's own report)
@@ -53,6 +56,7 @@ struct progress_state {
   std::map<int, std::string> modes;  ///< gpu id -> analysis mode, from mode_change events
   int profiling_failures = 0;
   int errors = 0;
+  std::string initial_step;       ///< the starting kernel's current step (initial_step events)
   bool finished = false;          ///< run_end seen
   bool success = false;           ///< run_end.success
 
@@ -73,9 +77,10 @@ struct progress_state {
 /// caller also uses for now_s (the reporter uses seconds since it started).
 void update(progress_state& st, const std::string& type, const nlohmann::json& payload, double t_s);
 
-/// One line (at most 120 columns, ASCII), e.g.
+/// One line (at most `columns` wide, ASCII), e.g.
 /// "03:12 round 2/10 | 14 ok, 3 failed, 4 running | best 0.1234 ms (1.85x) | GPU 87% | LLM 12.3k tok $0.42 | gpu1: synthetic"
-std::string format_progress_line(const progress_state& st, double now_s);
+/// `columns`: the widest line allowed (the terminal's width less one, see progress_columns).
+std::string format_progress_line(const progress_state& st, double now_s, std::size_t columns = 120);
 
 /// The plain log line for an event (already folded into `st` by update), or nullopt for events
 /// that only a verbose log shows (candidate_start, llm_usage, llm_call, unknown types).
@@ -84,5 +89,12 @@ std::optional<std::string> format_log_line(const progress_state& st, const std::
 
 /// Widest progress line.
 inline constexpr std::size_t progress_line_columns = 120;
+/// Narrowest progress line (a terminal narrower than this wraps it; nothing better can be done).
+inline constexpr std::size_t progress_line_min_columns = 24;
+
+/// The width for the progress line on a terminal `terminal_columns` wide (0: unknown, then
+/// `env_columns`, the COLUMNS variable, else 80): one less than the terminal, so that the cursor
+/// never wraps onto a new row that the next redraw (\r) would leave behind; at most 120.
+std::size_t progress_columns(int terminal_columns, const char* env_columns);
 
 } // namespace kagent::report

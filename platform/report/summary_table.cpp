@@ -128,6 +128,15 @@ std::string format_summary_table(const nlohmann::json& summary) {
   out += "  failures by cause: " + (causes.empty() ? std::string("none") : fmt::format("{}", fmt::join(causes, ", "))) + "\n";
   out += fmt::format("  LLM: {} calls ({} failed), {} tokens in, {} tokens out, est. {}\n", v.llm_calls,
                      v.llm_failed_calls, v.llm_tokens_in, v.llm_tokens_out, v.llm_cost);
+  // Several models (strategy_config.models): each one's share, with the provider it went to.
+  if (summary.contains("llm") && summary["llm"].is_object() && summary["llm"].contains("by_model") &&
+      summary["llm"]["by_model"].is_array() && summary["llm"]["by_model"].size() > 1)
+    for (const auto& m : summary["llm"]["by_model"])
+      out += fmt::format("    {} ({}): {} calls ({} failed), {} tokens in, {} tokens out, est. {}\n",
+                         text_of(m, "model").empty() ? "(unknown)" : text_of(m, "model"),
+                         text_of(m, "provider").empty() ? "?" : text_of(m, "provider"), int_or(m, "calls", 0),
+                         int_or(m, "failed_calls", 0), int_or(m, "tokens_in", 0), int_or(m, "tokens_out", 0),
+                         format_usd(finite_number(m, "cost_usd").value_or(0)));
   out += "  devices in synthetic mode: " +
          (v.synthetic_devices.empty() ? std::string("none") : fmt::format("{}", fmt::join(v.synthetic_devices, ", "))) + "\n";
   out += "  best kernel: " + (v.best_kernel_path.empty() ? std::string("(none)") : v.best_kernel_path) + "\n";

@@ -97,10 +97,23 @@ std::string one_line(std::string_view s, std::size_t max_chars) {
     // Cut at a character boundary so that a multi-byte UTF-8 sequence is never split.
     std::size_t cut = max_chars >= 3 ? max_chars - 3 : 0;
     while (cut > 0 && (static_cast<unsigned char>(out[cut]) & 0xC0) == 0x80) --cut;
+    // Between words where one ends near the limit: a cut line reads "... the kernel ..." rather
+    // than "... the ker...".
+    if (const auto sp = out.rfind(' ', cut); sp != std::string::npos && sp > 0 && cut - sp <= 24) cut = sp;
     out.resize(cut);
     out += "...";
   }
   return out;
+}
+
+std::string brief_error(std::string_view error, std::size_t max_chars) {
+  // A hint (the harness's "Hint: ...") is kept whole after the error's first part, so the advice is
+  // never the part that is cut.
+  const auto at = error.find("Hint:");
+  if (at == std::string_view::npos) return one_line(error, max_chars);
+  const auto main = one_line(error.substr(0, at), max_chars);
+  const auto hint = one_line(error.substr(at + 5), 320);
+  return main.empty() ? "hint: " + hint : main + " (hint: " + hint + ")";
 }
 
 std::string html_escape(std::string_view s) {

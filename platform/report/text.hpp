@@ -36,6 +36,9 @@ std::string format_duration(double seconds);
 /// `s` on one line: control characters and newlines become spaces, runs of spaces collapse, and
 /// the result is cut to `max_chars` (an ellipsis "..." marks the cut).
 std::string one_line(std::string_view s, std::size_t max_chars);
+/// An error for a log line: its text cut to `max_chars` (between words), and its "Hint: ..." part,
+/// when it has one, kept whole after it.
+std::string brief_error(std::string_view error, std::size_t max_chars);
 
 /// HTML text and attribute escaping: & < > " ' become entities.
 std::string html_escape(std::string_view s);

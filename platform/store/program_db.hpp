@@ -40,6 +40,7 @@ inline constexpr const char* duplicate = "duplicate";
 inline constexpr const char* benchmark = "benchmark";
 inline constexpr const char* integrity = "integrity";  ///< a cheat seen by the trusted evaluation
 inline constexpr const char* user_test = "user_test";  ///< the kernel directory's own test.py failed
+inline constexpr const char* problem = "problem";  ///< the kernel directory's problem.py failed (not the kernel)
 }  // namespace failure_cause
 
 /// run_state keys the runtime uses, so the manager that writes them and the --resume path that
@@ -57,6 +58,9 @@ inline constexpr const char* initial_ms = "initial_ms";      ///< JSON number or
 inline constexpr const char* analysis_mode = "analysis_mode";  ///< JSON {"<gpu id>": "profiled"|"synthetic"}
 inline constexpr const char* diverged = "diverged";          ///< JSON array of program ids
 inline constexpr const char* next_candidate = "next_candidate";  ///< counter for candidate ids
+/// JSON array, one object per session of the run (the first and each --resume):
+/// {"started": ISO-8601 UTC, "wall_s", "devices", "device_s"}; the run's totals sum them.
+inline constexpr const char* sessions = "sessions";
 /// Per-program keys: "<prefix><id>".
 inline constexpr const char* analysis_prefix = "analysis:";  ///< a parent's shared analysis (JSON)
 inline constexpr const char* profile_prefix = "profile:";    ///< a kernel's profile (JSON)

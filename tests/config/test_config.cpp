@@ -411,3 +411,27 @@ TEST(ConfigLimits, ProfilePolicyDefaultsToParentsAndRoundTrips) {
   EXPECT_NE(error_of("profile: all\n").find("expected one of: parents, every, never"), std::string::npos);
   EXPECT_NE(error_of("profile: all\n").find("'profile'"), std::string::npos);
 }
+
+TEST(Config, ModelsMayNameTheirOwnProviderEndpointAndKeyAndRoundTrip) {
+  auto c = parse_config("strategy: beam_search\nstrategy_config:\n  models:\n    - claude-opus-4-6\n"
+                        "    - {model: gpt-5, provider: openai, api_key_env: MY_OPENAI}\n"
+                        "    - {model: local-qwen, provider: openai_compatible, base_url: 'http://gpu7:8000/v1'}\n",
+                        "x.yaml");
+  ASSERT_EQ(c.strategy_cfg.models, (std::vector<std::string>{"claude-opus-4-6", "gpt-5", "local-qwen"}));
+  EXPECT_EQ(c.strategy_cfg.model_endpoints.count("claude-opus-4-6"), 0u);
+  EXPECT_EQ(c.strategy_cfg.model_endpoints.at("gpt-5").provider, "openai");
+  EXPECT_EQ(c.strategy_cfg.model_endpoints.at("gpt-5").api_key_env, "MY_OPENAI");
+  EXPECT_EQ(c.strategy_cfg.model_endpoints.at("local-qwen").base_url, "http://gpu7:8000/v1");
+  auto back = parse_config(to_yaml(c), "back.yaml");  // config.yaml of a run, read again by --resume
+  EXPECT_EQ(back.strategy_cfg.models, c.strategy_cfg.models);
+  EXPECT_EQ(back.strategy_cfg.model_endpoints.at("local-qwen").provider, "openai_compatible");
+  EXPECT_EQ(back.strategy_cfg.model_endpoints.at("gpt-5").api_key_env, "MY_OPENAI");
+  // Mistakes name the entry.
+  EXPECT_NE(error_of("strategy_config:\n  models:\n    - {provider: openai}\n").find("needs 'model'"), std::string::npos);
+  EXPECT_NE(error_of("strategy_config:\n  models:\n    - {model: a, provder: openai}\n").find("unknown key 'provder'"),
+            std::string::npos);
+  EXPECT_NE(error_of("strategy_config:\n  models:\n    - {model: a, provider: bedrock}\n").find("provider"),
+            std::string::npos);
+  EXPECT_NE(error_of("strategy_config:\n  models:\n    - [a, b]\n").find("list of model names or of maps"),
+            std::string::npos);
+}

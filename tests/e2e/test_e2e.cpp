@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <regex>
+
 #include "platform/store/program_db.hpp"
 #include "tests/e2e/e2e_util.hpp"
 
@@ -325,4 +327,46 @@ TEST(Quiet, OnlyTheEndAndTheSummaryAreShown) {
   EXPECT_NE(r.err.find("run end: success"), std::string::npos) << r.err;
   EXPECT_NE(r.out.find("== kagent-actors summary"), std::string::npos) << r.out;
   EXPECT_EQ(r.err.find("\033["), std::string::npos) << "colours on a pipe";
+}
+
+TEST(Tty, EveryRedrawnProgressLineFitsAnEightyColumnTerminal) {
+  // script(1) gives the run a real terminal, 80 columns wide. A progress line wider than that wraps,
+  // and the next redraw (\r, clear to the end of the row) clears only its last row: the rest stays
+  // behind as a stale line. So every line that is redrawn over must be at most 79 columns.
+  scratch s;
+  const std::string cmd = "stty cols 80 rows 24 && exec '" + binary() + "' --strategy noop --kernel-dir '" + matvec +
+                          "' --run-dir '" + (s.dir / "runs").string() + "'";
+  kagent::process_spec spec;
+  spec.argv = {"script", "-qec", cmd, "/dev/null"};
+  auto env = kagent::current_environment();
+  env["PATH"] = "/usr/bin:/bin";
+  env["TERM"] = "xterm";
+  env.erase("KAGENT_INJECT_FAULT");
+  env.erase("COLUMNS");
+  spec.env = env;
+  spec.timeout = std::chrono::seconds(240);
+  auto r = kagent::run_process(spec);
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  const std::string text = std::regex_replace(r.out, std::regex("\033\\[[0-9;?]*[A-Za-z]"), "");
+  int redrawn = 0;
+  std::string seg;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (c == '\r' && i + 1 < text.size() && text[i + 1] == '\n') continue;  // the terminal's newline
+    if (c == '\n') {
+      seg.clear();
+      continue;
+    }
+    if (c == '\r') {
+      if (!seg.empty()) {
+        ++redrawn;
+        EXPECT_LE(seg.size(), 79u) << "a redrawn line wider than the terminal: '" << seg << "'";
+      }
+      seg.clear();
+      continue;
+    }
+    seg += c;
+  }
+  EXPECT_GE(redrawn, 2) << "no progress line was redrawn on the terminal:\n" << r.out;
+  EXPECT_NE(text.find("round 1/2"), std::string::npos) << text;
 }

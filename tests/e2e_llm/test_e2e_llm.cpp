@@ -483,3 +483,68 @@ TEST(E2eLlm, PreflightLetsATransientAnswerAndAGoodEndpointRun) {
   EXPECT_EQ(first["model"], "test-model");
   EXPECT_LE(first.value("max_tokens", 0), 16);
 }
+
+TEST(E2eLlm, ModelsFromTwoVendorsInOneRunEachReachTheirOwnProvider) {
+  // strategy_config.models lists an Anthropic model and an OpenAI-compatible one, each with its own
+  // endpoint and key variable: every request goes to its model's provider, in that provider's wire
+  // format and with that provider's key, and the summary splits usage and cost per model.
+  e2e::scratch s;
+  const std::string key_a = "sk-ant-e2e-OTHER-456";
+  auto answered_as_asked = [](kagent::test::scripted_reply r) {  // the fake names claude-opus-4-6
+    for (auto& c : r.chunks)
+      for (auto at = c.find("\"claude-opus-4-6\""); at != std::string::npos; at = c.find("\"claude-opus-4-6\"", at))
+        c.replace(at, 17, "\"claude-e2e\"");
+    return r;
+  };
+  loopback_server anthropic([&](const received_request& rq, int i) {
+    if (is_side_request(rq)) return answered_as_asked(kagent::test::anthropic_json(side_reply_text(rq), 30, 40));
+    return answered_as_asked(kagent::test::anthropic_json(kernel_text(100 + i), 30, 40));
+  });
+  scripted_endpoint openai({});
+  std::string yaml = config_yaml(openai.base_url(), {.rounds = 1, .stream = false, .strategy = "beam_search"});
+  yaml.replace(yaml.find("strategy_config:\n"), 17,
+               "strategy_config:\n  models:\n    - {model: claude-e2e, provider: anthropic, base_url: '" +
+                   anthropic.url() + "', api_key_env: TEST_ANTHROPIC_KEY}\n    - test-model\n");
+  const auto cfg = s.write("two_vendors.yaml", yaml);
+  const kagent::env_map env{{"PATH", "/usr/bin:/bin"}, {"KAGENT_INJECT_FAULT", ""}, {"TEST_LLM_KEY", kKey},
+                            {"TEST_ANTHROPIC_KEY", key_a}, {"OPENAI_API_KEY", ""}, {"ANTHROPIC_API_KEY", ""},
+                            {"HTTP_PROXY", ""}, {"http_proxy", ""}, {"LLM_RELAY_URL", ""}};
+  auto r = e2e::run({"--strategy", cfg, "--kernel-dir", kKernelDir, "--run-dir", (s.dir / "runs").string()}, env,
+                    s.dir.string(), 120);
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
+  // The start line names both.
+  EXPECT_NE(r.err.find("claude-e2e via anthropic at " + anthropic.url() + " (key from TEST_ANTHROPIC_KEY)"),
+            std::string::npos) << r.err;
+  int to_anthropic = 0;
+  for (const auto& rq : anthropic.received()) {
+    ++to_anthropic;
+    EXPECT_EQ(rq.target, "/v1/messages");
+    EXPECT_EQ(rq.header("x-api-key"), key_a);
+    EXPECT_EQ(json::parse(rq.body)["model"], "claude-e2e");
+  }
+  EXPECT_GE(to_anthropic, 1);
+  ASSERT_GE(openai.requests(), 1);
+  for (const auto& rq : openai.received()) {
+    EXPECT_EQ(rq.header("authorization"), "Bearer " + kKey);
+    EXPECT_EQ(json::parse(rq.body)["model"], "test-model");
+  }
+  const auto dirs = e2e::run_dirs(s.dir / "runs");
+  ASSERT_EQ(dirs.size(), 1u);
+  auto summary = json::parse(e2e::slurp(dirs[0] / "summary.json"));
+  std::map<std::string, std::string> provider_of;
+  for (const auto& m : summary["llm"]["by_model"]) {
+    provider_of[m.value("model", "")] = m.value("provider", "");
+    EXPECT_GE(m.value("calls", 0), 1) << m.dump();
+  }
+  EXPECT_EQ(provider_of["claude-e2e"], "anthropic") << summary["llm"].dump(2);
+  EXPECT_EQ(provider_of["test-model"], "openai_compatible") << summary["llm"].dump(2);
+  // The summary table splits the usage per model.
+  EXPECT_NE(r.err.find("claude-e2e (anthropic):"), std::string::npos) << r.err;
+  // Neither key is in the run directory.
+  for (const auto& f : fs::recursive_directory_iterator(dirs[0]))
+    if (f.is_regular_file()) {
+      const auto text = e2e::slurp(f.path());
+      EXPECT_EQ(text.find(key_a), std::string::npos) << f.path();
+      EXPECT_EQ(text.find(kKey), std::string::npos) << f.path();
+    }
+}

@@ -224,4 +224,85 @@ TEST(UserTest, AStartingKernelThatFailsItEndsTheRunWithItsOutput) {
   EXPECT_NE((o.proc.out + o.proc.err).find("edge case of 50 rows"), std::string::npos) << o.proc.out << o.proc.err;
 }
 
+TEST(KernelDir, AProblemPyThatFailsIsNamedWithItsLineAndNotBlamedOnTheKernel) {
+  // The user's problem.py raises in get_inputs (line 7 of the file below): the run ends with exit 1
+  // and says that the kernel directory's problem.py failed, with its line; the traceback is kept
+  // beside the starting kernel; nothing calls the (correct) kernel wrong.
+  scratch s;
+  const auto kdir = kernel_dir_with(s, {});
+  s.write("kernel/problem.py",
+          "import torch\n"                                     // 1
+          "import torch.nn as nn\n"                            // 2
+          "class Model(nn.Module):\n"                          // 3
+          "    def forward(self, A, B):\n"                     // 4
+          "        return torch.matmul(A, B)\n"                // 5
+          "def get_inputs(device=None, dtype=None):\n"         // 6
+          "    return [torch.rand(64, 2048), undefined_name]\n"  // 7
+          "def get_init_inputs():\n"
+          "    return []\n");
+  auto o = run_search(s, kdir, config(1));
+  const auto all = o.proc.out + o.proc.err;
+  EXPECT_EQ(o.proc.exit_code, 1) << all;
+  EXPECT_NE(all.find("problem.py line 7"), std::string::npos) << all;
+  EXPECT_NE(all.find("NameError"), std::string::npos) << all;
+  EXPECT_NE(all.find("kernel directory is at fault"), std::string::npos) << all;
+  EXPECT_EQ(all.find("initial kernel failed verification"), std::string::npos) << all;
+  ASSERT_FALSE(o.run_dir.empty());
+  std::string log;
+  for (const auto& e : fs::recursive_directory_iterator(o.run_dir))
+    if (e.path().filename() == "evaluate.log") log = slurp(e.path());
+  EXPECT_NE(log.find("undefined_name"), std::string::npos) << "no traceback kept: " << log;
+  EXPECT_NE(log.find("line 7"), std::string::npos) << log;
+  ASSERT_TRUE(o.by_name.count("initial"));
+  EXPECT_EQ(o.by_name.at("initial").failure_cause.value_or(""), "problem");
+}
+
+TEST(CandidateTimeout, ACandidateHungOnTheDeviceIsKilledAtItsDeadlineAndFreesTheDevice) {
+  // Round 1's kernel hangs inside its call (5 minutes, well inside test_timeout_s); round 2's is
+  // honest. candidate_timeout_s is 20 s. If the hung candidate's device step went on after its
+  // deadline, the device would stay busy for minutes and round 2's candidate would time out waiting
+  // for it; since the deadline kills that step (and restarts the evaluator), round 2 verifies.
+  scratch s;
+  auto honest = slurp(fs::path(kCheats) / "honest_control.py");
+  auto hung = honest;
+  const std::string def = "def kernel_function(A, B):\n";
+  hung.replace(hung.find(def), def.size(), def + "    import time\n    time.sleep(300)\n");
+  const auto kdir = kernel_dir_with(s, {"# corpus: hung.py\n" + hung, "# corpus: honest_control.py\n" + honest});
+  const std::string cfg = R"(strategy: greedy
+num_workers: 1
+max_rounds: 2
+strategy_config:
+  max_no_improvement: 5
+platform: cpu
+target_platform: cpu
+benchmark_warmup: 2
+benchmark_repeat: 8
+max_refine_attempts: 0
+candidate_timeout_s: 20
+test_timeout_s: 600
+llm:
+  provider: replay
+)";
+  auto o = run_search(s, kdir, cfg);
+  ASSERT_EQ(o.proc.exit_code, 0) << o.proc.err << o.proc.out;
+  ASSERT_TRUE(o.by_name.count("hung.py")) << o.proc.err;
+  ASSERT_TRUE(o.by_name.count("honest_control.py")) << o.proc.err;
+  const auto& h = o.by_name.at("hung.py");
+  EXPECT_EQ(h.status, "failed");
+  EXPECT_EQ(h.failure_cause.value_or(""), "timeout") << h.error.value_or("");
+  const auto& ok = o.by_name.at("honest_control.py");
+  EXPECT_EQ(ok.status, "verified") << ok.failure_cause.value_or("") << ": " << ok.error.value_or("");
+  EXPECT_EQ(o.summary.value("best_program_id", ""), ok.id);
+  // Recorded once, and nothing of it after its deadline: no verify log, no reflexion.
+  int results = 0;
+  for (const auto& ev : events(o.run_dir))
+    if (ev.value("type", "") == "candidate_result" && ev.value("candidate_id", "") == h.id) ++results;
+  EXPECT_EQ(results, 1);
+  for (const auto& e : fs::directory_iterator(o.run_dir / "candidates" / h.id)) {
+    const auto name = e.path().filename().string();
+    EXPECT_EQ(name.find("verify_"), std::string::npos) << name;
+    EXPECT_EQ(name.find("reflexion"), std::string::npos) << name;
+  }
+}
+
 }  // namespace

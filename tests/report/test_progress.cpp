@@ -82,6 +82,41 @@ TEST(ProgressLine, ParentAnalysisDeviceTimeCountsAsGpuBusy) {
   EXPECT_THAT(format_progress_line(st, 10), HasSubstr("GPU 50%"));
 }
 
+TEST(ProgressLine, TheInitialPhaseShowsItsCurrentStep) {
+  progress_state st;
+  update(st, "run_start", {{"devices", {0}}, {"max_rounds", 3}}, 0);
+  EXPECT_THAT(format_progress_line(st, 1), HasSubstr("initial kernel"));
+  update(st, "initial_step", {{"step", "loading problem.py"}}, 1);
+  EXPECT_THAT(format_progress_line(st, 2), HasSubstr("initial: loading problem.py"));
+  update(st, "initial_step", {{"step", "timing it, PyTorch eager and torch.compile"}}, 5);
+  EXPECT_THAT(format_progress_line(st, 6), HasSubstr("initial: timing it, PyTorch eager and torch.compile"));
+  update(st, "initial", {{"initial_ms", 2.0}}, 20);
+  EXPECT_THAT(format_progress_line(st, 21), HasSubstr("initial done"));
+  update(st, "initial_step", {{"step", "profiling and diagnosing the starting kernel"}}, 21);
+  EXPECT_THAT(format_progress_line(st, 22), HasSubstr("initial: profiling and diagnosing"));
+  update(st, "round_start", {{"round", 1}, {"candidates", 2}}, 30);
+  EXPECT_THAT(format_progress_line(st, 31), HasSubstr("round 1/3"));
+}
+
+TEST(ProgressLine, AfterAResumeTimeCountsAndGpuBusyAreTheRunsTotals) {
+  // Session 1: 100 s on 1 device, 50 device-s; session 2 starts (run_start) and says so (resume).
+  progress_state st;
+  update(st, "run_start", {{"devices", {0}}, {"max_rounds", 3}}, 0);
+  update(st, "candidate_result", {{"candidate_id", "r1_c0"}, {"ok", true}, {"time_ms", 1.0}, {"device_s", 50.0}}, 90);
+  update(st, "run_start", {{"devices", {0}}, {"max_rounds", 3}}, 5000);  // a day later, say
+  update(st, "resume", {{"from_round", 2}, {"pending", 1}, {"verified", 3}, {"failed", 2}, {"duplicates", 1},
+                        {"prior", {{"sessions", 1}, {"wall_s", 100.0}, {"device_s", 50.0}, {"capacity_s", 100.0}}}},
+         5000);
+  update(st, "candidate_result", {{"candidate_id", "r2_c0"}, {"ok", true}, {"time_ms", 0.5}, {"device_s", 50.0}}, 5100);
+  const auto line = format_progress_line(st, 5100);
+  EXPECT_THAT(line, HasSubstr("03:20 round 2/3"));  // 100 s before + 100 s now, not 5100 s
+  EXPECT_THAT(line, HasSubstr("4 ok, 2 failed, 1 dup"));  // the run's counts, not this session's
+  EXPECT_THAT(line, HasSubstr("GPU 50%"));  // (50 + 50) device-s over 200 s
+  const auto l = format_log_line(st, "resume", {{"from_round", 2}, {"pending", 1}, {"prior", {{"sessions", 1}}}}, 5000);
+  ASSERT_TRUE(l);
+  EXPECT_THAT(*l, HasSubstr("(session 2; so far"));
+}
+
 TEST(ProgressLine, WithoutCandidateStartRunningIsTheRoundsRemainder) {
   progress_state st;
   update(st, "run_start", {{"devices", {0}}, {"max_rounds", 3}}, 0);
@@ -127,10 +162,16 @@ TEST(ProgressLine, ManySyntheticGpusAreCountedAndTheLineStaysWithin120Columns) {
   for (int g = 0; g < 8; ++g) update(st, "mode_change", {{"gpu_id", g}, {"mode", "synthetic"}}, 3);
   update(st, "llm_usage", {{"tokens_in", 123456789012}, {"tokens_out", 1}, {"cost_usd", 12345.678}}, 4);
   const auto line = format_progress_line(st, 360000);
-  // Too long for one line: the middle is cut, but the modes stay visible at the end.
-  EXPECT_THAT(line, testing::EndsWith("... | 8 GPUs synthetic"));
+  // Too long for one line: the LLM tally goes first, and the modes stay visible at the end.
+  EXPECT_THAT(line, testing::EndsWith(" | GPU n/a | 8 GPUs synthetic"));
+  EXPECT_THAT(line, Not(HasSubstr("LLM")));
   EXPECT_THAT(line, HasSubstr("round 999/1000"));
-  EXPECT_EQ(line.size(), progress_line_columns);
+  EXPECT_LE(line.size(), progress_line_columns);
+  // Narrower still: the middle is cut, the modes stay.
+  const auto narrow = format_progress_line(st, 360000, 60);
+  EXPECT_THAT(narrow, testing::EndsWith("... | 8 GPUs synthetic"));
+  EXPECT_THAT(narrow, HasSubstr("round 999/1000"));
+  EXPECT_LE(narrow.size(), 60u);
 }
 
 TEST(ProgressLine, LlmCallsReportedTwiceAreNotCountedTwice) {
@@ -185,6 +226,34 @@ TEST(LogLine, SignificantEventsGetOneLineEachOthersOnlyWhenVerbose) {
   line = format_log_line(st, "error", {{"what", "gpu worker down"}, {"gpu_id", 1}}, 1097);
   ASSERT_TRUE(line);
   EXPECT_THAT(*line, HasSubstr("error: gpu worker down {\"gpu_id\":1}"));
+}
+
+TEST(ProgressLine, FitsTheTerminalLessOneColumn) {
+  EXPECT_EQ(progress_columns(80, nullptr), 79u);
+  EXPECT_EQ(progress_columns(0, "100"), 99u);      // no window size: COLUMNS
+  EXPECT_EQ(progress_columns(0, "wide"), 79u);     // neither: 80 columns
+  EXPECT_EQ(progress_columns(0, nullptr), 79u);
+  EXPECT_EQ(progress_columns(300, nullptr), progress_line_columns);
+  EXPECT_EQ(progress_columns(5, nullptr), progress_line_min_columns);
+}
+
+TEST(ProgressLine, ANarrowTerminalLosesTheLlmTallyAndBusyFigureBeforeTheCounts) {
+  progress_state st;
+  update(st, "run_start", {{"devices", {0, 1, 2, 3}}, {"max_rounds", 10}, {"num_workers", 32}}, 0);
+  update(st, "round_start", {{"round", 2}, {"candidates", 12}}, 5);
+  update(st, "candidate_start", {{"candidate_id", "r2_c0"}}, 6);
+  update(st, "candidate_result", {{"candidate_id", "r2_c0"}, {"ok", true}, {"time_ms", 0.1234}, {"device_s", 2.0}}, 7);
+  update(st, "llm_usage", {{"tokens_in", 123456}, {"tokens_out", 7890}, {"cost_usd", 12.5}}, 8);
+  const auto wide = format_progress_line(st, 3725);
+  ASSERT_GT(wide.size(), 79u) << wide;  // else the test shows nothing
+  for (std::size_t cols : {79u, 60u, 40u, 24u}) {
+    const auto line = format_progress_line(st, 3725, cols);
+    EXPECT_LE(line.size(), cols) << line;
+  }
+  const auto at80 = format_progress_line(st, 3725, 79);
+  EXPECT_THAT(at80, HasSubstr("round 2/10"));
+  EXPECT_THAT(at80, HasSubstr("1 ok"));
+  EXPECT_THAT(at80, HasSubstr("best 0.1234 ms"));
 }
 
 } // namespace

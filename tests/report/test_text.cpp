@@ -53,6 +53,22 @@ TEST(ReportText, OneLineFlattensAndCuts) {
   EXPECT_EQ(cut, "aa...");
 }
 
+TEST(ReportText, CutsFallBetweenWordsAndHintsStayWhole) {
+  // Between words when one ends near the limit, never inside one.
+  EXPECT_EQ(one_line("the kernel reads every element twice", 20), "the kernel reads...");
+  const std::string err = "TypeError: only 0-dimensional arrays can be converted to Python scalars " +
+                          std::string(200, 'x') +
+                          "\nHint: the CPU platform runs Triton's interpreter (TRITON_INTERPRET=1): loop bounds "
+                          "must be tl.constexpr, and GPU-only features do not run there";
+  const auto b = brief_error(err, 60);
+  EXPECT_EQ(b.find("TypeError: only 0-dimensional arrays can be converted to..."), 0u) << b;
+  EXPECT_NE(b.find("(hint: the CPU platform runs Triton's interpreter (TRITON_INTERPRET=1): loop bounds must be "
+                   "tl.constexpr, and GPU-only features do not run there)"),
+            std::string::npos)
+      << b;
+  EXPECT_EQ(brief_error("no hint here", 60), "no hint here");
+}
+
 TEST(ReportText, HtmlEscapeCoversMarkupAndQuotes) {
   EXPECT_EQ(html_escape("if a < b && c > d: s = \"x\" + 'y'"),
             "if a &lt; b &amp;&amp; c &gt; d: s = &quot;x&quot; + &#39;y&#39;");
