@@ -25,6 +25,7 @@
 #include "platform/store/program_db.hpp"
 #include "platform/store/run_directory.hpp"
 #include "platform/store/run_lock.hpp"
+#include "platform/common/files.hpp"
 
 namespace fs = std::filesystem;
 
@@ -42,13 +43,6 @@ struct system_config : caf::actor_system_config {
     register_messages(*this);
   }
 };
-
-std::string read_text(const fs::path& p) {
-  std::ifstream f(p);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
 
 std::string pick_python(const run_config& cfg, const std::string& root) {
   if (const char* p = std::getenv("KAGENT_PYTHON"); p && *p) return p;
@@ -119,9 +113,9 @@ run_outcome run_optimization(const run_request& req) {
   ctx->kernel_dir = fs::absolute(req.kernel_dir).lexically_normal().string();
   ctx->problem_path = (fs::path(ctx->kernel_dir) / "problem.py").string();
   ctx->test_path = (fs::path(ctx->kernel_dir) / "test.py").string();
-  ctx->input_code = read_text(fs::path(ctx->kernel_dir) / "input.py");
-  ctx->problem_code = read_text(ctx->problem_path);
-  ctx->test_code = read_text(ctx->test_path);
+  ctx->input_code = read_file(fs::path(ctx->kernel_dir) / "input.py");
+  ctx->problem_code = read_file(ctx->problem_path);
+  ctx->test_code = read_file(ctx->test_path);
   ctx->install_root = install_root();
   ctx->python = pick_python(req.cfg, ctx->install_root);
   ctx->verbose = req.verbose;

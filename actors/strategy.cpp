@@ -28,12 +28,13 @@ program_entry find_program(const std::vector<program_entry>& programs, const std
 class beam_search final : public search_strategy {
 public:
   beam_search(const strategy_config& sc, std::vector<std::string> models)
-      : n_(sc.num_top_kernels), m_(sc.num_bottlenecks),
-        p_(sc.num_expanding_parents > 0 ? std::min(sc.num_expanding_parents, sc.num_top_kernels) : sc.num_top_kernels),
-        c_(sc.samples_per_prompt), models_(std::move(models)) {}
+      : beam_width_(sc.num_top_kernels), directions_(sc.num_bottlenecks),
+        parents_expanded_(sc.num_expanding_parents > 0 ? std::min(sc.num_expanding_parents, sc.num_top_kernels)
+                                                       : sc.num_top_kernels),
+        samples_per_prompt_(sc.samples_per_prompt), models_(std::move(models)) {}
 
   std::string name() const override { return "beam_search"; }
-  int directions_needed() const override { return m_; }
+  int directions_needed() const override { return directions_; }
 
   void initialize(const program_entry& initial) override {
     // One copy of the initial kernel, not N: each distinct parent is expanded once (SPEC §14 B.110).
@@ -42,11 +43,11 @@ public:
 
   std::vector<candidate_plan> select_candidates(int) override {
     std::vector<candidate_plan> out;
-    const size_t parents = std::min<size_t>(beam_.size(), static_cast<size_t>(p_));
+    const size_t parents = std::min<size_t>(beam_.size(), static_cast<size_t>(parents_expanded_));
     for (size_t i = 0; i < parents; ++i)
-      for (int b = 1; b <= m_; ++b)
+      for (int b = 1; b <= directions_; ++b)
         for (const auto& model : models_)
-          for (int s = 0; s < c_; ++s) out.push_back({beam_[i], b, model, s});
+          for (int s = 0; s < samples_per_prompt_; ++s) out.push_back({beam_[i], b, model, s});
     return out;
   }
 
@@ -54,7 +55,7 @@ public:
     std::vector<program_entry> pool = beam_;
     pool.insert(pool.end(), results.begin(), results.end());
     pool = rank_and_dedup(std::move(pool));
-    if (pool.size() > static_cast<size_t>(n_)) pool.resize(static_cast<size_t>(n_));
+    if (pool.size() > static_cast<size_t>(beam_width_)) pool.resize(static_cast<size_t>(beam_width_));
     beam_ = std::move(pool);
   }
 
@@ -77,7 +78,10 @@ public:
   }
 
 private:
-  int n_, m_, p_, c_;
+  int beam_width_;          ///< num_top_kernels: kernels kept in the beam
+  int directions_;          ///< num_bottlenecks: directions tried per parent
+  int parents_expanded_;    ///< num_expanding_parents: beam kernels expanded each round
+  int samples_per_prompt_;  ///< replies asked for per (parent, direction, model)
   std::vector<std::string> models_;
   std::vector<program_entry> beam_;
 };

@@ -6,18 +6,13 @@
 
 #include "platform/prompt/format.hpp"
 #include "platform/prompt/prompt.hpp"
+#include "platform/common/text.hpp"
 
 namespace kagent {
 
 namespace {
 
 using nlohmann::json;
-
-std::string trim(const std::string& s) {
-  const auto b = s.find_first_not_of(" \t\r\n");
-  if (b == std::string::npos) return "";
-  return s.substr(b, s.find_last_not_of(" \t\r\n") - b + 1);
-}
 
 /// A JSON scalar as text: strings as they are, numbers as written, booleans, null -> "".
 std::string scalar_text(const json& j) {

@@ -10,6 +10,7 @@
 
 #include "platform/prompt/format.hpp"
 #include "platform/prompt/prompt.hpp"
+#include "platform/common/text.hpp"
 
 namespace kagent {
 
@@ -19,12 +20,6 @@ using nlohmann::json;
 using namespace promptfmt;
 
 const char* const k_arrow = "\xe2\x86\x92";  // →
-
-std::string trim(const std::string& s) {
-  const auto b = s.find_first_not_of(" \t\r\n");
-  if (b == std::string::npos) return "";
-  return s.substr(b, s.find_last_not_of(" \t\r\n") - b + 1);
-}
 
 std::string squeeze(const std::string& s) {
   std::string out;

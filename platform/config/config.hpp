@@ -149,8 +149,8 @@ struct run_config {
   platform_spec platform;
   std::vector<int> gpu_ids;              ///< empty: detect
   std::string gpu_name;                  ///< empty: from the detected device
-  double benchmark_warmup = 25;          ///< ms budget
-  double benchmark_repeat = 100;         ///< ms budget
+  double benchmark_warmup = 25;          ///< untimed calls before the timed ones (an iteration count)
+  double benchmark_repeat = 100;         ///< timed calls (an iteration count)
   double divergence_threshold = 50.0;
   std::string target_platform = "cuda";  ///< cuda, xpu, rocm, cpu
   roofline_config roofline;

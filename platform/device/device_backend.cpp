@@ -13,6 +13,7 @@
 #include "platform/process/runner.hpp"
 #include "platform/prompt/prompt.hpp"
 #include "platform/store/util.hpp"
+#include "platform/common/files.hpp"
 
 namespace fs = std::filesystem;
 
@@ -338,7 +339,7 @@ public:
     e.wall_s = r.wall_s;
     e.stdout_tail = tail_text(r.out, 4000);
     e.stderr_tail = tail_text(r.err, 4000);
-    nlohmann::json j = nlohmann::json::parse(fs::exists(out) ? store::read_text_file(out) : std::string{"null"},
+    nlohmann::json j = nlohmann::json::parse(fs::exists(out) ? read_file(out) : std::string{"null"},
                                              nullptr, false);
     if (r.timed_out || r.term_signal != 0 || !j.is_object()) {
       e.failure_cause = r.timed_out ? "timeout" : (r.term_signal != 0 ? "crash" : "harness");

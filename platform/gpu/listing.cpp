@@ -11,19 +11,13 @@
 #include "platform/common/errors.hpp"
 #include "platform/gpu/specs.hpp"
 #include "platform/process/runner.hpp"
+#include "platform/common/text.hpp"
 
 namespace kagent {
 namespace {
 
 namespace fs = std::filesystem;
 using json = nlohmann::json;
-
-std::string trim(const std::string& s) {
-  auto b = s.find_first_not_of(" \t\r\n");
-  if (b == std::string::npos) return "";
-  auto e = s.find_last_not_of(" \t\r\n");
-  return s.substr(b, e - b + 1);
-}
 
 std::string upper(std::string s) {
   for (auto& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));

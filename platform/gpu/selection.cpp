@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "platform/common/errors.hpp"
+#include "platform/common/text.hpp"
 
 namespace kagent {
 namespace {
@@ -15,13 +16,6 @@ namespace {
 constexpr const char* cuda_var = "CUDA_VISIBLE_DEVICES";
 constexpr const char* hip_var = "HIP_VISIBLE_DEVICES";
 constexpr const char* rocr_var = "ROCR_VISIBLE_DEVICES";
-
-std::string trim(const std::string& s) {
-  auto b = s.find_first_not_of(" \t\r\n");
-  if (b == std::string::npos) return "";
-  auto e = s.find_last_not_of(" \t\r\n");
-  return s.substr(b, e - b + 1);
-}
 
 std::vector<std::string> split_mask(const std::string& mask) {
   std::vector<std::string> out;

@@ -1,4 +1,5 @@
 #include "platform/gpu/specs.hpp"
+#include "platform/common/text.hpp"
 
 #include <algorithm>
 #include <cctype>
@@ -110,13 +111,6 @@ constexpr const char* mi250x = "AMD Instinct MI250X";
 constexpr const char* mi250 = "AMD Instinct MI250";
 constexpr const char* mi210 = "AMD Instinct MI210";
 constexpr const char* mi100 = "AMD Instinct MI100";
-
-std::string trim(const std::string& s) {
-  auto b = s.find_first_not_of(" \t\r\n");
-  if (b == std::string::npos) return "";
-  auto e = s.find_last_not_of(" \t\r\n");
-  return s.substr(b, e - b + 1);
-}
 
 std::string lower(std::string s) {
   for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));

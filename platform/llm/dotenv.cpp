@@ -1,16 +1,10 @@
 #include "platform/llm/dotenv.hpp"
+#include "platform/common/text.hpp"
 
 #include <fstream>
 #include <sstream>
 
 namespace kagent {
-
-static std::string trim(const std::string& s) {
-  auto b = s.find_first_not_of(" \t\r");
-  if (b == std::string::npos) return {};
-  auto e = s.find_last_not_of(" \t\r");
-  return s.substr(b, e - b + 1);
-}
 
 env_map parse_dotenv(const std::string& text) {
   env_map out;

@@ -1,4 +1,5 @@
 #include "platform/llm/extract.hpp"
+#include "platform/common/text.hpp"
 
 #include <algorithm>
 #include <cctype>
@@ -18,12 +19,6 @@ struct fence {
 std::string lower(std::string s) {
   for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   return s;
-}
-
-std::string trim(const std::string& s) {
-  auto b = s.find_first_not_of(" \t\r\n");
-  if (b == std::string::npos) return {};
-  return s.substr(b, s.find_last_not_of(" \t\r\n") - b + 1);
 }
 
 // Fences open with ``` (or ~~~) at the start of a line, optionally indented, with an info string.

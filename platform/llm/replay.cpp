@@ -18,6 +18,8 @@
 #include "platform/common/errors.hpp"
 #include "platform/common/redact.hpp"
 #include "platform/common/stop.hpp"
+#include "platform/common/text.hpp"
+#include "platform/common/files.hpp"
 
 namespace kagent {
 
@@ -39,14 +41,6 @@ bool split_name(const fs::path& p, std::string& purpose, int& number) {
   purpose = stem.substr(0, us);
   number = std::stoi(digits);
   return true;
-}
-
-std::string read_file(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw run_error("cannot read replay file " + path);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
 }
 
 std::string safe_purpose(const std::string& p) {
@@ -97,17 +91,6 @@ std::string request_hash(const llm_request& req) {
 }
 
 // ---- replay ------------------------------------------------------------------------------------
-
-namespace {
-
-std::string trim(const std::string& s) {
-  const char* ws = " \t\r\n";
-  auto b = s.find_first_not_of(ws);
-  if (b == std::string::npos) return "";
-  return s.substr(b, s.find_last_not_of(ws) - b + 1);
-}
-
-}  // namespace
 
 replay_front_matter parse_replay_front_matter(const std::string& text, const std::string& where) {
   replay_front_matter fm;

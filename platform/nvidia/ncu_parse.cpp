@@ -8,6 +8,7 @@
 #include "platform/common/errors.hpp"
 #include "platform/nvidia/ncu_plan.hpp"
 #include "platform/rocm/profile_common.hpp"
+#include "platform/common/files.hpp"
 
 namespace kagent {
 
@@ -146,7 +147,7 @@ std::string ncu_failure_message(int exit_code, const std::string& output, bool u
 ncu_table load_ncu_csv(const std::string& path, const std::string& kernel_filter) {
   std::error_code ec;
   if (!std::filesystem::is_regular_file(path, ec)) throw run_error("ncu completed without a CSV (" + path + ")");
-  auto text = read_text_file(path);
+  auto text = read_file(path);
   if (text.find("No kernels were profiled") != std::string::npos)
     throw run_error(kernel_filter.empty()
                         ? "ncu profiled no kernel (" + path + ")"

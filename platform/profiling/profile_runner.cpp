@@ -19,6 +19,7 @@
 #include "platform/rocm/profile_common.hpp"
 #include "platform/rocm/rocprof_parse.hpp"
 #include "platform/rocm/rocprof_plan.hpp"
+#include "platform/common/files.hpp"
 
 namespace fs = std::filesystem;
 
@@ -313,8 +314,8 @@ nlohmann::json run_rocprof(profile_session& s, const kernel_profile_request& req
   std::vector<kernel_dispatch> trace;
   std::string kernel;
   try {
-    stats = parse_kernel_stats(read_text_file(*stats_csv));
-    trace = parse_kernel_trace(read_text_file(*trace_csv));
+    stats = parse_kernel_stats(read_file(*stats_csv));
+    trace = parse_kernel_trace(read_file(*trace_csv));
     if (!req.kernel_name.empty()) {
       kernel = stats_name_for(stats, req.kernel_name).value_or(req.kernel_name);
     } else {
@@ -350,7 +351,7 @@ nlohmann::json run_rocprof(profile_session& s, const kernel_profile_request& req
         throw profile_failure{"rocprof " + name + " " + r.output_tail, name, r.output_tail};
       }
       auto csv = first_existing(inv.counter_csv_candidates);
-      std::string text = csv ? read_text_file(*csv) : "";
+      std::string text = csv ? read_file(*csv) : "";
       auto o = judge_pmc_attempt(inv, exit_of(r), csv.has_value(), csv && has_counter_rows(text, kernel));
       if (o.act == pmc_outcome::action::accept) {
         s.settle("accepted");

@@ -7,6 +7,7 @@
 
 #include "platform/prompt/format.hpp"
 #include "platform/prompt/prompt.hpp"
+#include "platform/common/text.hpp"
 
 namespace kagent {
 
@@ -30,12 +31,6 @@ bool positive(double v) { return std::isfinite(v) && v > 0; }
 std::string code_block(const std::string& s) {
   const auto e = s.find_last_not_of(" \t\r\n");
   return e == std::string::npos ? "" : s.substr(0, e + 1);
-}
-
-std::string trim(const std::string& s) {
-  const auto b = s.find_first_not_of(" \t\r\n");
-  if (b == std::string::npos) return "";
-  return s.substr(b, s.find_last_not_of(" \t\r\n") - b + 1);
 }
 
 /// A field that is a string in SPEC §2.7 but may arrive as an object ({cause} / {fix}).

@@ -9,6 +9,7 @@
 #include "platform/common/env.hpp"
 #include "platform/common/errors.hpp"
 #include "platform/prompt/format.hpp"
+#include "platform/common/files.hpp"
 
 namespace kagent {
 
@@ -35,17 +36,6 @@ kainjow::mustache::data to_data(const nlohmann::json& j) {
     return data{j.get<std::string>()};
   }
   return data{j.dump()};
-}
-
-/// nullopt when the file cannot be opened; an existing empty file reads as "".
-std::optional<std::string> read_file(const std::string& path) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) return std::nullopt;
-  std::ifstream f(path, std::ios::binary);
-  if (!f) return std::nullopt;
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
 }
 
 std::string trim_blank(const std::string& s) {
@@ -115,11 +105,11 @@ std::string render_prompt(const std::string& name, const nlohmann::json& data,
   std::optional<std::string> text;
   if (auto it = overrides.find(name); it != overrides.end()) {
     path = it->second;
-    text = read_file(path);
+    text = read_file_if_present(path);
     if (!text) throw user_error("templates." + name + ": cannot read template file '" + path + "'");
   } else {
     path = install_root + "/templates/" + name + ".mustache";
-    text = read_file(path);
+    text = read_file_if_present(path);
     if (!text) throw run_error("built-in template missing: " + path);
   }
   kainjow::mustache::mustache tmpl{prepare_template(*text)};

@@ -21,6 +21,7 @@
 #include "platform/report/text.hpp"
 #include "platform/store/event_log.hpp"
 #include "platform/store/util.hpp"
+#include "platform/common/files.hpp"
 
 namespace kagent::report {
 
@@ -918,7 +919,7 @@ report_data load_report_data(const fs::path& run_dir) {
   const auto summary_path = run_dir / "summary.json";
   if (fs::exists(summary_path)) {
     try {
-      auto j = nlohmann::json::parse(store::read_text_file(summary_path), nullptr, false);
+      auto j = nlohmann::json::parse(read_file(summary_path), nullptr, false);
       if (j.is_object()) d.summary = std::move(j);
       else d.problems.push_back("summary.json is not a JSON object");
     } catch (const std::exception& ex) {

@@ -104,14 +104,6 @@ std::optional<double> parse_number(std::string_view text) {
   return v;
 }
 
-std::string read_text_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw run_error("cannot read " + path);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 bool is_pytorch_kernel(std::string_view name) { return name.find("at::") != std::string_view::npos; }
 
 std::optional<std::string> busiest_kernel(const std::vector<std::pair<std::string, double>>& totals) {

@@ -35,8 +35,6 @@ csv_table parse_csv_table(const std::string& text);
 /// that was not measured is absent, never 0.
 std::optional<double> parse_number(std::string_view text);
 
-/// Whole file as text; throws run_error naming the path when it cannot be read.
-std::string read_text_file(const std::string& path);
 
 /// PyTorch's own kernels (dtype conversions, reductions, fills) carry "at::" in their names; they are
 /// never the kernel being optimized.

@@ -8,6 +8,8 @@
 
 #include "platform/common/errors.hpp"
 #include "platform/rocm/profile_common.hpp"
+#include "platform/common/text.hpp"
+#include "platform/common/files.hpp"
 
 namespace kagent {
 
@@ -15,13 +17,6 @@ namespace {
 
 const char* const no_usable_csv = "rocprof completed without a usable CSV";
 const char* const no_counter_rows = "rocprof PMC CSV has no counter rows";
-
-std::string trim(const std::string& s) {
-  auto b = s.find_first_not_of(" \t\r\n");
-  if (b == std::string::npos) return "";
-  auto e = s.find_last_not_of(" \t\r\n");
-  return s.substr(b, e - b + 1);
-}
 
 std::optional<long long> parse_int(const std::string& text) {
   std::string s = trim(text);
@@ -269,7 +264,7 @@ rocprof_profile load_rocprof_profile(const std::string& stats_csv, const std::st
                                      const std::optional<std::string>& kernel_override) {
   auto read = [](const std::string& path) {
     try {
-      return read_text_file(path);
+      return read_file(path);
     } catch (const run_error&) {
       throw run_error(std::string(no_usable_csv) + " (" + path + " is missing)");
     }

@@ -12,6 +12,7 @@
 #include "platform/common/errors.hpp"
 #include "platform/common/redact.hpp"
 #include "platform/store/util.hpp"
+#include "platform/common/files.hpp"
 
 namespace kagent::store {
 
@@ -88,7 +89,7 @@ std::string event_log::append(std::string_view type, const json& fields) {
 }
 
 std::vector<json> read_events(const fs::path& path, std::size_t* skipped) {
-  const std::string text = read_text_file(path);
+  const std::string text = read_file(path);
   std::vector<json> events;
   std::size_t pos = 0;
   std::size_t bad = 0;

@@ -14,6 +14,7 @@
 #include "platform/common/errors.hpp"
 #include "platform/store/program_db.hpp"
 #include "platform/store/util.hpp"
+#include "platform/common/files.hpp"
 
 namespace kagent::store {
 
@@ -143,7 +144,7 @@ run_directory run_directory::open_existing(const fs::path& path) {
   return run_directory(abs.has_filename() ? abs : abs.parent_path(), std::move(id));
 }
 
-std::string run_directory::read_config() const { return read_text_file(config_path()); }
+std::string run_directory::read_config() const { return read_file(config_path()); }
 
 fs::path run_directory::candidate_dir(std::string_view candidate_id) const {
   require_safe("candidate id", candidate_id);

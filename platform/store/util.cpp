@@ -97,17 +97,6 @@ void write_file_atomic(const fs::path& path, std::string_view raw) {
   }
 }
 
-std::string read_text_file(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
-    throw run_error(fmt::format("cannot read {}: {}", path.string(), errno_text(errno)));
-  std::ostringstream buf;
-  buf << in.rdbuf();
-  if (in.bad())
-    throw run_error(fmt::format("cannot read {}: read error", path.string()));
-  return buf.str();
-}
-
 std::string sha256_hex(std::string_view text) {
   unsigned char digest[EVP_MAX_MD_SIZE];
   unsigned int len = 0;

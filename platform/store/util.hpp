@@ -19,8 +19,6 @@ std::string iso_utc_now();
 /// Throws run_error naming the path.
 void write_file_atomic(const std::filesystem::path& path, std::string_view text);
 
-/// The whole file as a string. Throws run_error naming the path when it cannot be read.
-std::string read_text_file(const std::filesystem::path& path);
 
 /// Lower-case hex SHA-256 of `text`; equal to `sha256sum` of a file holding exactly `text`,
 /// so users can match a kernel file against programs.code_hash.

@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <map>
 #include <regex>
 
 #include "platform/store/program_db.hpp"
@@ -369,4 +370,48 @@ TEST(Tty, EveryRedrawnProgressLineFitsAnEightyColumnTerminal) {
   }
   EXPECT_GE(redrawn, 2) << "no progress line was redrawn on the terminal:\n" << r.out;
   EXPECT_NE(text.find("round 1/2"), std::string::npos) << text;
+}
+
+TEST(ResumeExtends, AFinishedRunGoesOnOnlyWhenMaxRoundsGoesBeyondItsLastRound) {
+  // A finished run is not resumed again, unless --max-rounds goes beyond the rounds it ran: then it
+  // goes on from its last round, with the candidates it had kept as they were and new ones after,
+  // and its totals count both sessions.
+  scratch s;
+  const auto cfg = s.write("ext.yaml",
+                           "strategy: beam_search\nnum_workers: 2\nmax_rounds: 1\nstrategy_config:\n"
+                           "  num_top_kernels: 1\n  num_bottlenecks: 2\nplatform: noop\ntarget_platform: cuda\n"
+                           "llm:\n  provider: replay\n");
+  auto first = run({"--strategy", cfg, "--kernel-dir", matvec, "--run-dir", (s.dir / "runs").string()}, no_gpu_tools);
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  const auto dirs = run_dirs(s.dir / "runs");
+  ASSERT_EQ(dirs.size(), 1u);
+  const auto run_dir = dirs[0];
+  auto programs = [&] {
+    std::map<std::string, std::string> out;
+    auto db = program_db::open(run_dir / "program.db", program_db::mode::read_only);
+    for (const auto& p : db.list_programs()) out[p.id] = p.status;
+    return out;
+  };
+  const auto before = programs();
+
+  auto again = run({"--resume", run_dir.string()}, no_gpu_tools);
+  EXPECT_EQ(again.exit_code, 2);
+  EXPECT_NE(again.err.find("finished already"), std::string::npos) << again.err;
+  EXPECT_NE(again.err.find("--max-rounds N with N > 1"), std::string::npos) << again.err;
+  auto same = run({"--resume", run_dir.string(), "--max-rounds", "1"}, no_gpu_tools);
+  EXPECT_EQ(same.exit_code, 2) << same.err;
+  EXPECT_EQ(programs(), before);  // refusals touch nothing
+
+  auto more = run({"--resume", run_dir.string(), "--max-rounds", "2"}, no_gpu_tools);
+  ASSERT_EQ(more.exit_code, 0) << more.err;
+  const auto summary = nlohmann::json::parse(slurp(run_dir / "summary.json"));
+  EXPECT_EQ(summary.value("rounds", 0), 2) << summary.dump(2);
+  EXPECT_EQ(summary.value("sessions", 0), 2);
+  EXPECT_EQ(summary.value("run_state", ""), "finished");
+  const auto after = programs();
+  EXPECT_GT(after.size(), before.size());
+  for (const auto& [id, status] : before) {
+    ASSERT_TRUE(after.count(id)) << id;
+    EXPECT_EQ(after.at(id), status) << id;
+  }
 }

@@ -539,7 +539,7 @@ TEST(E2eLlm, ModelsFromTwoVendorsInOneRunEachReachTheirOwnProvider) {
   EXPECT_EQ(provider_of["claude-e2e"], "anthropic") << summary["llm"].dump(2);
   EXPECT_EQ(provider_of["test-model"], "openai_compatible") << summary["llm"].dump(2);
   // The summary table splits the usage per model.
-  EXPECT_NE(r.err.find("claude-e2e (anthropic):"), std::string::npos) << r.err;
+  EXPECT_NE(r.out.find("claude-e2e (anthropic):"), std::string::npos) << r.out;
   // Neither key is in the run directory.
   for (const auto& f : fs::recursive_directory_iterator(dirs[0]))
     if (f.is_regular_file()) {

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "platform/common/files.hpp"
 #include "platform/profiling/profile_runner.hpp"
 #include "platform/rocm/profile_common.hpp"
 #include "test_support.hpp"
@@ -14,7 +15,7 @@
 namespace kagent::test {
 
 inline std::string matvec_dir() { return std::string(KAGENT_SOURCE_DIR) + "/examples/optimize_01_matvec"; }
-inline std::string matvec_code() { return read_text_file(matvec_dir() + "/input.py"); }
+inline std::string matvec_code() { return read_file(matvec_dir() + "/input.py"); }
 
 /// The harness interpreter (torch + triton), for the cases that really run the wrapper.
 inline std::string harness_python() {

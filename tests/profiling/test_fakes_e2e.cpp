@@ -36,7 +36,7 @@ struct rocm_case : runner_case {
       req.python = harness_python();
     }
   }
-  std::string log_text() { return read_text_file(root / "fake.log"); }
+  std::string log_text() { return read_file(root / "fake.log"); }
 };
 
 double metric(const kernel_profile_outcome& o, const std::string& k) { return o.metrics.at(k).get<double>(); }
@@ -86,7 +86,7 @@ TEST(FakeRocprof, AProgramThatHangsIsKilledWithTheToolAndItsTempFilesStayInThePr
   // The program's temp dir is the profile's own.
   const std::string pid_file = c.dir("tmp/kernel.pid");
   ASSERT_TRUE(std::filesystem::exists(pid_file)) << r.output_tail;
-  int pid = std::stoi(read_text_file(pid_file));
+  int pid = std::stoi(read_file(pid_file));
   EXPECT_FALSE(process_alive(pid)) << "the profiled program (pid " << pid << ") survived the timeout";
   for (const auto& line : c.log()) EXPECT_FALSE(process_alive(line.at("pid").get<int>()));
 }
@@ -98,8 +98,8 @@ TEST(FakeRocprof, Gfx90aRetriesTheEaCounterAfterANonZeroExitOnEa0) {
   EXPECT_DOUBLE_EQ(metric(r, "tcc_ea_rdreq"), 33'554'432);
   EXPECT_DOUBLE_EQ(metric(r, "tcc_ea_wrreq"), 64);
   EXPECT_EQ(r.detail.at("_raw_counters").count("TCC_EA_RDREQ_sum"), 1u);
-  EXPECT_EQ(read_text_file(c.dir("w0_r1_sol_input_pass2_1.txt")), "pmc: TCC_EA_RDREQ_sum\n");
-  EXPECT_EQ(read_text_file(c.dir("w0_r1_sol_input_pass3_1.txt")), "pmc: TCC_EA_WRREQ_sum\n");
+  EXPECT_EQ(read_file(c.dir("w0_r1_sol_input_pass2_1.txt")), "pmc: TCC_EA_RDREQ_sum\n");
+  EXPECT_EQ(read_file(c.dir("w0_r1_sol_input_pass3_1.txt")), "pmc: TCC_EA_WRREQ_sum\n");
   EXPECT_EQ(r.records.size(), 9u);  // stats + 6 groups + the two EA fallbacks
 }
 

@@ -8,6 +8,7 @@
 #include "platform/nvidia/ncu_plan.hpp"
 #include "platform/rocm/profile_common.hpp"
 #include "test_support.hpp"
+#include "platform/common/files.hpp"
 
 using namespace kagent;
 using kagent::test::fixture;
@@ -78,7 +79,7 @@ TEST(NcuPlan, BinaryLookup) {
 }
 
 TEST(NcuParse, RealShapeSkipsCommentsAndUnitsAndStripsThousandsSeparators) {
-  auto t = parse_ncu_csv(read_text_file(fixture("ncu_h200_matvec/ncu_raw.csv")));
+  auto t = parse_ncu_csv(read_file(fixture("ncu_h200_matvec/ncu_raw.csv")));
   ASSERT_EQ(t.rows.size(), 6u);
   EXPECT_EQ(t.units.at("dram__bytes_read.sum"), "byte");
   EXPECT_EQ(t.units.at("sm__throughput.avg.pct_of_peak_sustained_elapsed"), "%");
@@ -91,7 +92,7 @@ TEST(NcuParse, RealShapeSkipsCommentsAndUnitsAndStripsThousandsSeparators) {
 }
 
 TEST(NcuParse, TheTargetKernelsLastDispatchIsChosenNeverTheLastRowOfTheTable) {
-  auto t = parse_ncu_csv(read_text_file(fixture("ncu_h200_matvec/ncu_raw.csv")));
+  auto t = parse_ncu_csv(read_file(fixture("ncu_h200_matvec/ncu_raw.csv")));
   ASSERT_NE(t.rows.back().kernel_name.find("at::"), std::string::npos);  // the real output's last row
   auto by_name = select_ncu_kernel(t, std::string("matvec_kernel"));
   EXPECT_EQ(by_name.kernel_name, "matvec_kernel");

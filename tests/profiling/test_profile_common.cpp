@@ -2,6 +2,7 @@
 
 #include "platform/common/errors.hpp"
 #include "platform/rocm/profile_common.hpp"
+#include "platform/common/files.hpp"
 
 using namespace kagent;
 
@@ -47,7 +48,7 @@ TEST(ProfileCommon, BusiestKernelSkipsPyTorchKernelsAndTieKeepsTheLater) {
 
 TEST(ProfileCommon, UnreadableFileNamesThePath) {
   try {
-    (void)read_text_file("/nonexistent/kagent/x.csv");
+    (void)read_file("/nonexistent/kagent/x.csv");
     FAIL() << "expected run_error";
   } catch (const run_error& e) {
     EXPECT_NE(std::string(e.what()).find("/nonexistent/kagent/x.csv"), std::string::npos);

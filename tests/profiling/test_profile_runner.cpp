@@ -70,8 +70,8 @@ TEST(ProfileRunnerRocm, SuccessWritesTheKernelTheLauncherTheRecordsAndTheMetrics
   EXPECT_TRUE(r.error.empty());
 
   // The kernel and a launcher that runs the harness wrapper on it with the problem.
-  EXPECT_EQ(read_text_file(c.dir("w0_r1_sol_kernel.py")), c.req.code);
-  auto launcher = read_text_file(c.dir("w0_r1_sol_wrapper.py"));
+  EXPECT_EQ(read_file(c.dir("w0_r1_sol_kernel.py")), c.req.code);
+  auto launcher = read_file(c.dir("w0_r1_sol_wrapper.py"));
   for (const std::string& part : {std::string(KAGENT_SOURCE_DIR) + "/harness/profile_wrapper.py", c.req.problem_path,
                                   c.dir("w0_r1_sol_kernel.py"), std::string("\"--device\", \"cpu\"")})
     EXPECT_NE(launcher.find(part), std::string::npos) << part << "\n" << launcher;
@@ -115,7 +115,7 @@ TEST(ProfileRunnerRocm, SuccessWritesTheKernelTheLauncherTheRecordsAndTheMetrics
   }
   EXPECT_EQ(r.records[0].produced_files.size(), 4u);  // kernel_stats, kernel_trace, agent_info, domain_stats
 
-  auto m = nlohmann::json::parse(read_text_file(c.dir("metrics.json")));
+  auto m = nlohmann::json::parse(read_file(c.dir("metrics.json")));
   EXPECT_EQ(m.at("ok"), true);
   EXPECT_EQ(m.at("metrics"), r.metrics);
   EXPECT_EQ(m.at("kernel_name"), "matvec_kernel");
@@ -139,7 +139,7 @@ TEST(ProfileRunnerRocm, HangInAPmcPassTimesOutWithinTheBudgetAndLeavesNoProcess)
   expect_nothing_left(c.log());
   // A failed profile still leaves its records and an outcome file.
   EXPECT_EQ(log_lines(c.dir("invocations.jsonl")).size(), 6u);
-  auto m = nlohmann::json::parse(read_text_file(c.dir("metrics.json")));
+  auto m = nlohmann::json::parse(read_file(c.dir("metrics.json")));
   EXPECT_EQ(m.at("ok"), false);
   EXPECT_EQ(m.at("error"), r.error);
   EXPECT_TRUE(r.roofline.is_null());
@@ -335,9 +335,9 @@ TEST(ProfileRunnerRocm, RelativePathsStillWorkFromTheProfileDirectory) {
   auto r = c.run();
   ASSERT_TRUE(r.ok) << r.error << "\n" << r.output_tail;
   EXPECT_EQ(r.records[0].argv[0], fakes_dir() + "/rocprofv3");
-  EXPECT_EQ(read_text_file(c.root / "launched.txt").substr(0, c.dir("w0_r1_sol_wrapper.py").size()),
+  EXPECT_EQ(read_file(c.root / "launched.txt").substr(0, c.dir("w0_r1_sol_wrapper.py").size()),
             c.dir("w0_r1_sol_wrapper.py"));
-  auto launcher = read_text_file(c.dir("w0_r1_sol_wrapper.py"));
+  auto launcher = read_file(c.dir("w0_r1_sol_wrapper.py"));
   EXPECT_NE(launcher.find("[\"" + std::string(KAGENT_SOURCE_DIR) + "/harness/profile_wrapper.py\""), std::string::npos)
       << launcher;
   EXPECT_NE(launcher.find("\"" + matvec_dir() + "/problem.py\""), std::string::npos) << launcher;
@@ -436,7 +436,7 @@ TEST(ProfileRunnerNcu, MissingEmptyStaleAndKernellessCsv) {
   EXPECT_EQ(none.run().error, "ncu completed without a CSV (" + none.dir("w0_r1_sol_ncu.csv") + ")");
 
   runner_case stale("nvidia", "ncu_h200_matvec", {{"FAKE_NCU_FAULT", "stale"}});
-  write_file(stale.dir("w0_r1_sol_ncu.csv"), read_text_file(fixture("ncu_h200_matvec/ncu_raw.csv")));
+  write_file(stale.dir("w0_r1_sol_ncu.csv"), read_file(fixture("ncu_h200_matvec/ncu_raw.csv")));
   auto s = stale.run();
   EXPECT_EQ(s.error, "ncu completed without a CSV (" + stale.dir("w0_r1_sol_ncu.csv") + ")");
   EXPECT_TRUE(s.records.at(0).produced_files.empty());
@@ -478,7 +478,7 @@ TEST(ProfileRunnerNcu, RealH200OutputOfTheWrapperSelectsTheMeasuredCall) {
   EXPECT_EQ(r.roofline.at("bottleneck"), "underutilized");
 
   runner_case rms("nvidia", "unused", {{"FAKE_NCU_FIXTURES", captured + "rmsnorm"}});
-  rms.req.code = read_text_file(std::string(KAGENT_SOURCE_DIR) + "/examples/optimize_02_rmsnorm/input.py");
+  rms.req.code = read_file(std::string(KAGENT_SOURCE_DIR) + "/examples/optimize_02_rmsnorm/input.py");
   auto n = rms.run();
   ASSERT_TRUE(n.ok) << n.error;
   EXPECT_EQ(n.kernel_name, "rmsnorm_kernel");

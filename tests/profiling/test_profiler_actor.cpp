@@ -245,7 +245,7 @@ TEST(ProfilerActor, BudgetComesFromTheRequestThenTheConfigThenTheCandidateTimeou
   c.ctx->cfg.profile_budget_s = 0;
   c.start();
   auto budget_of = [&](const std::string& cand) {
-    return nlohmann::json::parse(read_text_file(c.root / (cand + "/profile_" + cand + "_sol/metrics.json")))
+    return nlohmann::json::parse(read_file(c.root / (cand + "/profile_" + cand + "_sol/metrics.json")))
         .at("budget_s")
         .get<double>();
   };
@@ -282,9 +282,9 @@ TEST(ProfilerActor, ConfiguredBudgetAndThePinnedEnvironmentReachTheTool) {
   auto r = c.ask(c.request("r1_c0"));
   ASSERT_TRUE(r.ok) << r.error;
   const std::string dir = c.root / "r1_c0/profile_r1_c0_sol";
-  auto lines = read_text_file(seen);
+  auto lines = read_file(seen);
   EXPECT_NE(lines.find("HIP=2 CUDA=unset TMPDIR=" + dir + "/tmp\n"), std::string::npos) << lines;
-  auto m = nlohmann::json::parse(read_text_file(dir + "/metrics.json"));
+  auto m = nlohmann::json::parse(read_file(dir + "/metrics.json"));
   EXPECT_DOUBLE_EQ(m.at("budget_s").get<double>(), 45);
 }
 

@@ -4,6 +4,7 @@
 #include "platform/rocm/profile_common.hpp"
 #include "platform/rocm/rocprof_parse.hpp"
 #include "test_support.hpp"
+#include "platform/common/files.hpp"
 
 using namespace kagent;
 using kagent::test::fixture;
@@ -144,9 +145,9 @@ TEST(RocprofPmc, AnEmptyFileOrOneWithoutTheKernelHasNoCounterRows) {
 TEST(RocprofMerge, FixtureKeepsMeasuredCountersOfTheMeasuredDispatchAndLeavesMissingOnesAbsent) {
   const std::string dir = fixture("rocm_mi300x_matvec/");
   // Only two passes' worth of counters: what was not collected must stay absent, never 0.
-  auto full = read_text_file(dir + "counter_collection.csv");
-  auto p = merge_rocprof(parse_kernel_stats(read_text_file(dir + "kernel_stats.csv")),
-                         parse_kernel_trace(read_text_file(dir + "kernel_trace.csv")), {full});
+  auto full = read_file(dir + "counter_collection.csv");
+  auto p = merge_rocprof(parse_kernel_stats(read_file(dir + "kernel_stats.csv")),
+                         parse_kernel_trace(read_file(dir + "kernel_trace.csv")), {full});
   EXPECT_DOUBLE_EQ(p.metrics.at("sq_insts_valu"), 40'000'000);  // dispatch 9, not the 2x warm-ups
   EXPECT_DOUBLE_EQ(p.metrics.at("fetch_size_kb"), 4'194'304);
   EXPECT_DOUBLE_EQ(p.metrics.at("tcc_ea_rdreq"), 33'554'432);

@@ -10,6 +10,7 @@
 #include "platform/store/program_db.hpp"
 #include "platform/store/run_directory.hpp"
 #include "platform/store/util.hpp"
+#include "platform/common/files.hpp"
 
 namespace kagent::report::test {
 
@@ -293,7 +294,7 @@ fs::path make_tree_run(const fs::path& base) {
   write_text(c / "r1_c0" / "1_optimize_prompt.txt", "PROMPT-HEAD\n" + std::string(30 * 1024, 'p') + "\nPROMPT-TAIL-NOT-SHOWN\n");
   write_text(c / "r1_c2" / "verify_0.log", "FIRST-LOG-LINE\n" + std::string(30 * 1024, 'l') + "\nLAST-LOG-LINE\n");
   write_text(c / "r1_c2" / "2_refine_prompt.txt", "refine it");
-  json s = json::parse(store::read_text_file(run / "summary.json"));
+  json s = json::parse(read_file(run / "summary.json"));
   s["candidates"] = 7;
   s["verified"] = 5;
   s["failed"] = 3;

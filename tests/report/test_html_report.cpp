@@ -8,6 +8,7 @@
 #include "platform/common/errors.hpp"
 #include "platform/store/util.hpp"
 #include "tests/report/report_fixture.hpp"
+#include "platform/common/files.hpp"
 
 namespace kagent::report {
 namespace {
@@ -161,7 +162,7 @@ TEST_F(HtmlReport, WithoutSummaryTheFastestVerifiedProgramIsTheBest) {
 
 TEST_F(HtmlReport, TheGivenSummaryWinsOverSummaryJson) {
   const auto run = test::make_finished_run(dir_);
-  nlohmann::json s = nlohmann::json::parse(store::read_text_file(run / "summary.json"));
+  nlohmann::json s = nlohmann::json::parse(read_file(run / "summary.json"));
   s["strategy"] = "given-strategy";
   const auto html = test::slurp(write_report_html(run, s));
   EXPECT_THAT(html, HasSubstr("kagent-actors: given-strategy (beam_search)"));

@@ -14,6 +14,7 @@
 #include "platform/report/run_charts.hpp"
 #include "platform/store/util.hpp"
 #include "tests/report/report_fixture.hpp"
+#include "platform/common/files.hpp"
 
 namespace kagent::report {
 namespace {
@@ -172,7 +173,7 @@ TEST_F(ReportTree, OnlyARunningRunRefreshesItself) {
   EXPECT_THAT(failed, Not(HasSubstr("http-equiv")));
   EXPECT_THAT(failed, HasSubstr("state <b class=\"run-state\">failed</b>"));
 
-  auto s = nlohmann::json::parse(store::read_text_file(finished_run / "summary.json"));
+  auto s = nlohmann::json::parse(read_file(finished_run / "summary.json"));
   s["success"] = false;
   s["run_state"] = "interrupted";
   s["interrupted"] = true;

@@ -14,6 +14,7 @@
 #include "platform/store/program_db.hpp"
 #include "platform/store/util.hpp"
 #include "tests/store/test_helpers.hpp"
+#include "platform/common/files.hpp"
 
 namespace kagent::store {
 namespace {
@@ -41,7 +42,7 @@ TEST_F(run_directory_test, CreateLaysOutTheRunDirectory) {
   EXPECT_THAT(rd.run_id(), MatchesRegex("[0-9]{8}-[0-9]{6}-noop-matvec-[0-9a-f]{4}"));
   EXPECT_EQ(rd.path(), base() / rd.run_id());
   EXPECT_TRUE(rd.path().is_absolute());
-  EXPECT_EQ(read_text_file(rd.config_path()), yaml);
+  EXPECT_EQ(read_file(rd.config_path()), yaml);
   EXPECT_EQ(rd.read_config(), yaml);
   EXPECT_TRUE(fs::is_regular_file(rd.events_path()));
   EXPECT_EQ(fs::file_size(rd.events_path()), 0u);
@@ -128,7 +129,7 @@ TEST_F(run_directory_test, CreateFailureNamesThePathAndLeavesNothing) {
   } catch (const run_error& e) {
     EXPECT_THAT(e.what(), HasSubstr((dir_ / "blocker" / "runs").string()));
   }
-  EXPECT_EQ(read_text_file(dir_ / "blocker"), "a file where a directory should be");
+  EXPECT_EQ(read_file(dir_ / "blocker"), "a file where a directory should be");
 }
 
 TEST_F(run_directory_test, CandidateFilesAreWrittenAtomically) {
@@ -138,9 +139,9 @@ TEST_F(run_directory_test, CandidateFilesAreWrittenAtomically) {
   EXPECT_TRUE(fs::is_directory(dir));
   const auto file = rd.write_candidate_file("r1_c3", "kernel.py", "print('v1')\n");
   EXPECT_EQ(file, dir / "kernel.py");
-  EXPECT_EQ(read_text_file(file), "print('v1')\n");
+  EXPECT_EQ(read_file(file), "print('v1')\n");
   rd.write_candidate_file("r1_c3", "kernel.py", "print('v2')\n");
-  EXPECT_EQ(read_text_file(file), "print('v2')\n");
+  EXPECT_EQ(read_file(file), "print('v2')\n");
   rd.write_candidate_file("r1_c3", "opt_prompt.txt", std::string(1 << 20, 'p'));
   EXPECT_EQ(fs::file_size(dir / "opt_prompt.txt"), 1u << 20);
   EXPECT_FALSE(has_tmp_files(rd.path()));
@@ -165,19 +166,19 @@ TEST_F(run_directory_test, UnsafeNamesCannotEscapeTheRunDirectory) {
 TEST_F(run_directory_test, SummaryAndBestKernel) {
   auto rd = run_directory::create(base(), "s", "");
   rd.write_best_kernel("def best(): pass\n");
-  EXPECT_EQ(read_text_file(rd.best_kernel_path()), "def best(): pass\n");
+  EXPECT_EQ(read_file(rd.best_kernel_path()), "def best(): pass\n");
   json summary{{"success", false},
                {"best_time_ms", std::numeric_limits<double>::infinity()},
                {"reply", std::string("bad utf8 \xff here")},
                {"total_rounds", 0}};
   rd.write_summary(summary);
-  const std::string text = read_text_file(rd.summary_path());
+  const std::string text = read_file(rd.summary_path());
   EXPECT_EQ(text.find("Infinity"), std::string::npos);
   json back = json::parse(text);  // strict JSON: parse throws otherwise
   EXPECT_TRUE(back["best_time_ms"].is_null());
   EXPECT_EQ(back["total_rounds"], 0);
   rd.write_file("report.html", "<html></html>");
-  EXPECT_EQ(read_text_file(rd.report_path()), "<html></html>");
+  EXPECT_EQ(read_file(rd.report_path()), "<html></html>");
   EXPECT_FALSE(has_tmp_files(rd.path()));
 }
 
@@ -185,7 +186,7 @@ TEST_F(run_directory_test, AtomicWriteReplacesWholeFileAndLeavesNoTemporary) {
   const fs::path f = dir_ / "x.txt";
   write_file_atomic(f, "first");
   write_file_atomic(f, "second, longer");
-  EXPECT_EQ(read_text_file(f), "second, longer");
+  EXPECT_EQ(read_file(f), "second, longer");
   EXPECT_EQ(test::list_tree(dir_), (std::vector<std::string>{"x.txt"}));
   try {
     write_file_atomic(dir_ / "nodir" / "y.txt", "z");
