@@ -261,6 +261,12 @@ class Worker:
             self._sync = lambda: None
             self._captured = {}
         self._captured["time.perf_counter"] = (time, "perf_counter", _perf_counter)
+        # The timers as this worker holds them: a candidate that rebinds them where it finds them (module
+        # globals and instance dicts, through the garbage collector) while leaving the public names
+        # alone is seen here too (the originals stay in these tuples, which it does not rewrite).
+        self._captured["worker._perf_counter"] = (sys.modules[__name__], "_perf_counter", _perf_counter)
+        if self.gpu:
+            self._captured["worker._elapsed"] = (self, "_elapsed", self._elapsed)
         if self.gpu and req.get("launcher_dir"):
             try:
                 import launchers
