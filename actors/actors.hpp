@@ -38,7 +38,7 @@ caf::behavior candidate_actor(caf::event_based_actor* self, context_ptr ctx, can
                               caf::actor worker, caf::actor evaluator, caf::actor profiler, caf::actor llm);
 
 /// Concurrency cap, rate limits, retries with backoff, usage accounting. complete -> completion.
-/// Usage of every call goes to `manager` as (usage_atom, json) and to `reporter` as a run_event.
+/// Usage of every call goes to `manager` as a store::llm_call_record and to `reporter` as a run_event.
 caf::behavior llm_client_actor(caf::event_based_actor* self, context_ptr ctx, caf::actor manager,
                                caf::actor reporter);
 

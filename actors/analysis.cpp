@@ -135,13 +135,12 @@ caf::behavior parent_analysis_actor(caf::event_based_actor* self, context_ptr ct
                     return ask_llm(nlohmann::json::array());
                   }
                   if (pr.available) {
-                    st->out.profile_failed = !pr.error.starts_with("synthetic mode");
+                    st->out.profile_failed = !pr.synthetic && !pr.abandoned;
                     write("profile_error.txt", pr.invocation + ": " + pr.error + "\n" + pr.output_tail);
                     // ROCm: a failed baseline profile means synthetic analysis (SPEC §7.4, §14 A.22),
                     // decided by the profiler component's platform, never by a class (A.25).
                     if (pr.platform == "rocm")
-                      return synthetic(pr.error.starts_with("synthetic mode") ? pr.error
-                                                                              : "rocprofv3 failed: " + pr.invocation + ": " + pr.error);
+                      return synthetic(pr.synthetic ? pr.error : "rocprofv3 failed: " + pr.invocation + ": " + pr.error);
                   }
                   // No profiler on this platform (cpu, noop), or NVIDIA's profile failed: the LLM
                   // still proposes directions, from the code alone.

@@ -321,10 +321,29 @@ caf::behavior candidate_actor(caf::event_based_actor* self, context_ptr ctx, can
             [=](caf::error& err) { finish(false, "llm", "llm_client unavailable: " + to_string(err)); });
   };
 
+  // The attempt and its reflexion as the records program.db keeps (the manager fills in the program,
+  // worker and round). A dict that does not convert is left out of the history, never fatal.
+  auto keep_attempt = [=]() {
+    try {
+      st->result.attempt = {store::attempt_from_json(st->attempt)};
+    } catch (const std::exception& e) {
+      st->result.attempt.clear();
+      write("history_error.txt", std::string{"attempt record left out: "} + e.what() + "\n");
+    }
+  };
+  auto keep_reflexion = [=](const nlohmann::json& r) {
+    try {
+      st->result.reflexion = {store::reflexion_from_json(r)};
+    } catch (const std::exception& e) {
+      st->result.reflexion.clear();
+      write("history_error.txt", std::string{"reflexion record left out: "} + e.what() + "\n");
+    }
+  };
+
   auto fail_verification = [=](const evaluation& e) {
     st->attempt["passed_verification"] = false;
     st->attempt["error_message"] = tail_text(e.error, 2000);
-    st->result.attempt_json = st->attempt.dump();
+    keep_attempt();
     // No reflexion after a failed verification (SPEC §14 B.111): there is no performance outcome to
     // reflect on; the failed attempt itself goes into the shared history.
     finish(false, e.failure_cause.empty() ? "verification" : e.failure_cause,
@@ -370,7 +389,7 @@ caf::behavior candidate_actor(caf::event_based_actor* self, context_ptr ctx, can
                         st->result.device_s += be.wall_s;
                         if (!be.benchmarked) {
                           st->attempt["error_message"] = tail_text(be.error, 2000);
-                          st->result.attempt_json = st->attempt.dump();
+                          keep_attempt();
                           return finish(false, be.failure_cause.empty() ? "benchmark" : be.failure_cause, be.error);
                         }
                         st->result.time_ms = be.time_ms;
@@ -447,7 +466,7 @@ caf::behavior candidate_actor(caf::event_based_actor* self, context_ptr ctx, can
   // Reflexion (SPEC §8.4): what the attempt taught; a failed or unparsable reply falls back to a
   // reflexion built from the attempt's own numbers, and never fails the verified candidate.
   *reflect = [=]() {
-    st->result.attempt_json = st->attempt.dump();
+    keep_attempt();
     const auto prompt_text = render_reflexion_prompt(st->attempt, ctx->cfg.templates, ctx->install_root);
     const auto n = st->llm_calls + 1;
     write(fmt::format("{}_reflexion_prompt.txt", n), prompt_text);
@@ -456,12 +475,11 @@ caf::behavior candidate_actor(caf::event_based_actor* self, context_ptr ctx, can
             [=](const completion& c) {
               st->result.llm_s += c.latency_s;
               if (c.ok) write(fmt::format("{}_reflexion_reply.txt", n), c.text);
-              auto r = parse_reflexion_reply(c.ok ? c.text : "", st->attempt);
-              st->result.reflexion_json = r.dump();
+              keep_reflexion(parse_reflexion_reply(c.ok ? c.text : "", st->attempt));
               finish(true, "", "");
             },
             [=](caf::error&) {
-              st->result.reflexion_json = parse_reflexion_reply("", st->attempt).dump();
+              keep_reflexion(parse_reflexion_reply("", st->attempt));
               finish(true, "", "");
             });
   };

@@ -77,7 +77,19 @@ caf::behavior llm_client_actor(caf::event_based_actor* self, context_ptr ctx, ca
                      {"attempts", c.attempts},    {"ok", c.ok},
                      {"error_kind", c.error_kind}, {"candidate_id", pc.req.candidate_id},
                      {"latency_ms", c.latency_s * 1000.0}};
-    self->send(manager, usage_atom::value, j.dump());
+    store::llm_call_record rec;
+    rec.purpose = pc.req.purpose;
+    rec.model = c.model.empty() ? pc.req.model : c.model;
+    rec.provider = c.provider;
+    rec.tokens_in = c.input_tokens;
+    rec.tokens_out = c.output_tokens;
+    rec.cost_usd = c.cost_usd;
+    rec.attempts = c.attempts;
+    rec.ok = c.ok;
+    if (!c.ok) rec.error_kind = c.error_kind;
+    rec.candidate_id = pc.req.candidate_id;
+    rec.latency_ms = c.latency_s * 1000.0;
+    self->send(manager, rec);
     nlohmann::json totals{{"cost_usd", st->ledger->total_cost()},
                           {"tokens_in", st->ledger->total().input_tokens},
                           {"tokens_out", st->ledger->total().output_tokens}};

@@ -12,13 +12,15 @@
 #include <set>
 
 #include "actors/actors.hpp"
-#include "actors/strategy.hpp"
 #include "platform/common/stop.hpp"
 #include "platform/gpu/specs.hpp"
 #include "platform/search/concurrency.hpp"
+#include "platform/search/ledger.hpp"
+#include "platform/search/summary.hpp"
 #include "platform/nvidia/nvidia_roofline.hpp"
 #include "platform/store/program_db.hpp"
 #include "platform/store/run_directory.hpp"
+#include "platform/store/sessions.hpp"
 #include "platform/store/util.hpp"
 
 namespace fs = std::filesystem;
@@ -43,7 +45,7 @@ struct inflight_candidate {
 
 struct manager_state {
   std::unique_ptr<store::program_db> db;
-  std::unique_ptr<search_strategy> strategy;
+  std::unique_ptr<search::ledger> ledger;  ///< the search's rules: plans, verdicts, rounds, resume
   std::unique_ptr<roofline_analyzer> stop_rule;  ///< run-level roofline stop check (new bests only)
   caf::actor reporter, llm;
   std::vector<worker_slot> workers;
@@ -52,16 +54,9 @@ struct manager_state {
   std::map<std::string, nlohmann::json> analysis;     ///< parent id -> baseline analysis
   std::set<std::string> analyzing;
   std::map<std::string, std::string> profiles;        ///< program id -> its SOL profile JSON
-  std::map<std::string, std::string> claims;          ///< code hash -> the in-flight candidate that asked first
-  std::set<std::string> expanded;                     ///< async: parent|direction|model|sample
-  std::set<std::string> diverged;                     ///< verified, but too slow to become a parent
   std::map<std::string, double> spreads;              ///< candidate -> IQR of its timed calls / median, in %
-  std::vector<program_entry> round_results;
   std::string default_model;
-  int round = 0;
-  int next_candidate = 0;
   int slots = 1;
-  bool async = false;
   double eager = -1, compile = -1, initial = -1;
   bool finished = false;
   int interrupted_by = 0;  ///< the signal that interrupted the run (0: none)
@@ -82,48 +77,7 @@ struct manager_state {
   std::string session_started = store::iso_utc_now();
 };
 
-/// Wall seconds, device seconds and device capacity (wall x devices) of a `sessions` array.
-struct session_totals {
-  double wall_s = 0, device_s = 0, capacity_s = 0;
-  int sessions = 0;
-};
-
-session_totals totals_of(const nlohmann::json& sessions) {
-  session_totals t;
-  if (!sessions.is_array()) return t;
-  for (const auto& s : sessions) {
-    if (!s.is_object()) continue;
-    const double wall = s.value("wall_s", 0.0), dev = s.value("device_s", 0.0);
-    const double n = static_cast<double>(std::max(1, s.value("devices", 1)));
-    if (!(wall >= 0) || !(dev >= 0)) continue;
-    t.wall_s += wall;
-    t.device_s += dev;
-    t.capacity_s += wall * n;
-    ++t.sessions;
-  }
-  return t;
-}
-
 nlohmann::json num_or_null(double v) { return is_measured(v) ? nlohmann::json(v) : nlohmann::json(nullptr); }
-
-std::string combo_key(const std::string& parent, int direction, const std::string& model, int sample) {
-  return fmt::format("{}|{}|{}|{}", parent, direction, model, sample);
-}
-
-int candidate_number(const std::string& id) {
-  auto c = id.rfind("_c");
-  if (c == std::string::npos) return -1;
-  try {
-    return std::stoi(id.substr(c + 2));
-  } catch (...) {
-    return -1;
-  }
-}
-
-nlohmann::json spec_to_json(const candidate_spec& s) {
-  return {{"id", s.id},           {"parent_id", s.parent_id},     {"round", s.round},
-          {"bottleneck_id", s.bottleneck_id}, {"sample_idx", s.sample_idx}, {"model", s.model}};
-}
 
 } // namespace
 
@@ -133,8 +87,9 @@ caf::behavior manager_actor(caf::event_based_actor* self, context_ptr ctx, caf::
   const auto run_path = fs::path(ctx->run_path);
   st->db = std::make_unique<store::program_db>(store::program_db::open(run_path / "program.db"));
   st->default_model = ctx->cfg.llm.model.empty() ? ctx->cfg.openai_model : ctx->cfg.llm.model;
-  st->strategy = make_strategy(ctx->cfg, st->default_model);
-  st->async = ctx->cfg.strategy_cfg.schedule == "async" && ctx->cfg.strategy != "greedy";
+  st->ledger = std::make_unique<search::ledger>(
+      make_strategy(ctx->cfg, st->default_model),
+      search::ledger::rules{ctx->cfg.max_rounds, ctx->cfg.divergence_threshold, ctx->cfg.strategy_cfg.schedule == "async"});
   st->slots = std::max(1, ctx->cfg.num_workers);
   {
     // The roofline stop rule needs the vendor of the roofline component and the device's peaks.
@@ -206,7 +161,7 @@ caf::behavior manager_actor(caf::event_based_actor* self, context_ptr ctx, caf::
   };
   auto fastest_verified = [=]() -> std::optional<program_entry> {
     auto top = st->db->top_k_verified(1);
-    if (top.empty()) return st->strategy->best();
+    if (top.empty()) return st->ledger->strategy().best();
     return to_entry(top.front());
   };
 
@@ -214,150 +169,63 @@ caf::behavior manager_actor(caf::event_based_actor* self, context_ptr ctx, caf::
     if (st->finished) return;
     st->finished = true;
     store::run_directory rd = store::run_directory::open_existing(run_path);
-    auto best = fastest_verified();
-    nlohmann::json s;
-    const bool interrupted = st->interrupted_by != 0;
-    std::string why = error;
-    if (success && !interrupted && st->db->count() > 1) {
-      // A search in which no candidate ever got an LLM reply found nothing: it failed, with the
-      // first LLM error as the reason (a dead endpoint, an exhausted replay set, a spent budget).
-      long replies = 0;
-      for (const auto& u : st->db->llm_usage()) replies += u.calls - u.failed_calls;
-      if (replies == 0) {
-        success = false;
-        std::string first;
-        for (const auto& p : st->db->list_programs())
-          if (p.failure_cause.value_or("") == "llm" && p.error) {
-            first = p.error->substr(0, 300);
-            break;
-          }
-        why = "no candidate got an LLM reply" + (first.empty() ? std::string{} : "; the first error: " + first);
-      }
-    }
-    s["success"] = !interrupted && success && best && best->time_ms >= 0;
-    if (!why.empty()) s["error"] = why;
-    s["run_state"] = interrupted ? "interrupted" : s["success"].get<bool>() ? "finished" : "failed";
-    if (interrupted) {
-      s["interrupted"] = true;
-      s["interrupted_by"] = stop_signal_name(st->interrupted_by);
-      s["resume_command"] = "kagent-actors --resume " + ctx->run_path;
-    }
-    s["strategy"] = ctx->cfg.name;
-    s["search"] = st->strategy->name();
-    s["schedule"] = st->async ? "async" : "rounds";
-    s["num_workers"] = st->slots;
-    s["num_workers_mode"] = st->meter ? "auto" : "fixed";
-    if (st->meter) s["num_workers_reason"] = st->meter->reason();
-    s["kernel_dir"] = ctx->kernel_dir;
-    s["run_dir"] = ctx->run_path;
-    s["run_id"] = run_path.filename().string();
-    s["vendor"] = ctx->vendor;
-    s["devices"] = ctx->device_ids;
-    s["gpu_name"] = ctx->gpu_name;
-    s["platform"] = ctx->cfg.platform.uniform();
-    s["profiler_platform"] = ctx->cfg.platform.profiler;
-    s["resumed"] = st->resumed;
-    s["eager_ms"] = num_or_null(st->eager);
-    s["compile_ms"] = num_or_null(st->compile);
-    s["initial_ms"] = num_or_null(st->initial);
+    search::run_identity id;
+    id.strategy = ctx->cfg.name;
+    id.search = st->ledger->strategy().name();
+    id.schedule = st->ledger->async() ? "async" : "rounds";
+    id.num_workers = st->slots;
+    id.num_workers_mode = st->meter ? "auto" : "fixed";
+    if (st->meter) id.num_workers_reason = st->meter->reason();
+    id.kernel_dir = ctx->kernel_dir;
+    id.run_dir = ctx->run_path;
+    id.run_id = run_path.filename().string();
+    id.vendor = ctx->vendor;
+    id.devices = ctx->device_ids;
+    id.gpu_name = ctx->gpu_name;
+    id.platform = ctx->cfg.platform.uniform();
+    id.profiler_platform = ctx->cfg.platform.profiler;
+    id.resumed = st->resumed;
+    id.version = KAGENT_VERSION;
+    id.rounds = st->ledger->round();
+    id.resume_command = "kagent-actors --resume " + ctx->run_path;
+    search::summary_facts f;
+    f.programs = st->db->list_programs();
+    f.llm_usage = st->db->llm_usage();
+    f.provider_of[ctx->llm_chosen.model] = ctx->llm_chosen.provider;
+    for (const auto& m : ctx->llm_models) f.provider_of[m.model] = m.provider;
+    f.default_provider = ctx->llm_chosen.provider;
+    f.sessions = all_sessions();
+    f.session_wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - st->t0).count();
+    f.ok = success;
+    f.error = error;
+    if (st->interrupted_by != 0) f.interrupted_by = stop_signal_name(st->interrupted_by);
+    f.diverged = st->ledger->diverged();
+    f.spreads = st->spreads;
+    f.strategy_best = st->ledger->strategy().best();
+    f.initial_ms = st->initial;
+    f.eager_ms = st->eager;
+    f.compile_ms = st->compile;
+    auto sum = search::summarize(id, f);
     // An interrupted run still names its best so far (and writes it): hours of search are not lost.
-    if (s["success"].get<bool>() || (interrupted && best && best->time_ms >= 0 && best->id != "initial")) {
-      s["best_ms"] = best->time_ms;
-      s["best_program_id"] = best->id;
-      if (auto rec = st->db->get_program(best->id); rec && rec->floor_pct) s["best_floor_pct"] = *rec->floor_pct;
-      rd.write_best_kernel(best->code);
-      s["best_kernel_path"] = rd.best_kernel_path().string();
-      if (st->initial > 0) s["speedup_vs_initial"] = st->initial / best->time_ms;
-      if (st->eager > 0) s["speedup_vs_eager"] = st->eager / best->time_ms;
-      if (st->compile > 0) s["speedup_vs_compile"] = st->compile / best->time_ms;
-    } else {
-      s["best_ms"] = nullptr;
-    }
-    s["version"] = KAGENT_VERSION;
-    s["rounds"] = st->round;
-    // Counts of candidates: the starting kernel is none of them, and a duplicate is not a failure.
-    const auto by_cause = st->db->failures_by_cause();
-    const long duplicates = by_cause.count("duplicate") ? static_cast<long>(by_cause.at("duplicate")) : 0;
-    auto initial_rec = st->db->get_program("initial");
-    const bool initial_verified = initial_rec && initial_rec->status == store::program_status::verified;
-    s["candidates"] = st->db->count() - 1;  // minus the initial kernel
-    s["verified"] = st->db->count(store::program_status::verified) - (initial_verified ? 1 : 0);
-    s["duplicates"] = duplicates;
-    s["failed"] = st->db->count(store::program_status::failed) - duplicates -
-                  (initial_rec && initial_rec->status == store::program_status::failed ? 1 : 0);
-    s["pending"] = st->db->count(store::program_status::pending) -
-                   (initial_rec && initial_rec->status == store::program_status::pending ? 1 : 0);
-    s["failures_by_cause"] = by_cause;
-    s["diverged"] = st->diverged.size();
-    if (st->stop_requested) s["early_stop_reason"] = st->stop_reason;
-    nlohmann::json synth = nlohmann::json::array();
-    for (const auto& w : st->workers)
-      if (w.synthetic) synth.push_back({{"gpu_id", w.device_id}, {"reason", w.synthetic_reason}});
-    s["synthetic_devices"] = synth;
-    s["profiling_failures"] = st->profiling_failures;
-    if (best) {
-      if (auto it = st->profiles.find(best->id); it != st->profiles.end()) {
+    if (sum.best) {
+      rd.write_best_kernel(sum.best->code);
+      sum.best_kernel_path = rd.best_kernel_path().string();
+      if (auto it = st->profiles.find(sum.best->id); it != st->profiles.end()) {
         auto pj = nlohmann::json::parse(it->second, nullptr, false);
-        if (pj.is_object() && pj.contains("roofline")) s["best_roofline"] = pj["roofline"];
+        if (pj.is_object() && pj.contains("roofline")) sum.best_roofline = pj["roofline"];
       }
     }
-    s["mode_changes"] = st->mode_changes;
-    nlohmann::json top = nlohmann::json::array();
-    // Diverged kernels (verified, but too slow to be a parent) are not top kernels.
-    for (const auto& p : st->db->top_k_verified(5 + st->diverged.size())) {
-      if (st->diverged.count(p.id) || top.size() >= 5) continue;
-      nlohmann::json t{{"program_id", p.id}, {"time_ms", num_or_null(p.time_ms.value_or(-1))}, {"generation", p.round}};
-      if (auto sp = st->spreads.find(p.id); sp != st->spreads.end()) t["spread_pct"] = sp->second;
-      top.push_back(t);
-    }
-    s["top_kernels"] = top;
-    nlohmann::json llm{{"calls", 0}, {"failed_calls", 0}, {"tokens_in", 0}, {"tokens_out", 0}, {"cost_usd", 0.0}};
-    nlohmann::json by = nlohmann::json::array();
-    for (const auto& u : st->db->llm_usage()) {
-      llm["calls"] = llm["calls"].get<long>() + u.calls;
-      llm["failed_calls"] = llm["failed_calls"].get<long>() + u.failed_calls;
-      llm["tokens_in"] = llm["tokens_in"].get<long>() + u.tokens_in;
-      llm["tokens_out"] = llm["tokens_out"].get<long>() + u.tokens_out;
-      llm["cost_usd"] = llm["cost_usd"].get<double>() + u.cost_usd;
-      by.push_back({{"purpose", u.purpose}, {"model", u.model}, {"calls", u.calls}, {"tokens_in", u.tokens_in},
-                    {"tokens_out", u.tokens_out}, {"cost_usd", u.cost_usd}});
-    }
-    llm["by_purpose_and_model"] = by;
-    {
-      // Per model, all purposes together, with the provider each model was reached through.
-      std::map<std::string, std::string> provider_of{{ctx->llm_chosen.model, ctx->llm_chosen.provider}};
-      for (const auto& m : ctx->llm_models) provider_of[m.model] = m.provider;
-      std::map<std::string, nlohmann::json> per;
-      for (const auto& u : st->db->llm_usage()) {
-        auto& m = per[u.model];
-        if (m.is_null())
-          m = {{"model", u.model}, {"provider", provider_of.count(u.model) ? provider_of[u.model] : ctx->llm_chosen.provider},
-               {"calls", 0}, {"failed_calls", 0}, {"tokens_in", 0}, {"tokens_out", 0}, {"cost_usd", 0.0}};
-        m["calls"] = m["calls"].get<long>() + u.calls;
-        m["failed_calls"] = m["failed_calls"].get<long>() + u.failed_calls;
-        m["tokens_in"] = m["tokens_in"].get<long>() + u.tokens_in;
-        m["tokens_out"] = m["tokens_out"].get<long>() + u.tokens_out;
-        m["cost_usd"] = m["cost_usd"].get<double>() + u.cost_usd;
-      }
-      nlohmann::json bm = nlohmann::json::array();
-      for (auto& [name, m] : per) bm.push_back(m);
-      llm["by_model"] = bm;
-    }
-    s["llm"] = llm;
-    {
-      // Totals over every session of the run (--resume continues them): device seconds over the
-      // sum of wall time x devices, as the progress line shows it.
-      const auto sessions = all_sessions();
-      const auto t = totals_of(sessions);
-      s["wall_s"] = t.wall_s;
-      s["device_s"] = t.device_s;
-      s["sessions"] = t.sessions;
-      s["session_wall_s"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - st->t0).count();
-      s["gpu_busy_pct"] = t.capacity_s > 0 ? nlohmann::json(100.0 * t.device_s / t.capacity_s) : nlohmann::json(nullptr);
-      try {
-        st->db->set_state(store::state_key::sessions, sessions.dump());
-      } catch (const std::exception&) {
-      }
+    if (st->stop_requested) sum.early_stop_reason = st->stop_reason;
+    for (const auto& w : st->workers)
+      if (w.synthetic) sum.synthetic_devices.push_back({{"gpu_id", w.device_id}, {"reason", w.synthetic_reason}});
+    sum.profiling_failures = st->profiling_failures;
+    sum.mode_changes = st->mode_changes;
+    const auto s = sum.to_json();
+    const std::string why = sum.error;
+    const bool interrupted = st->interrupted_by != 0;
+    try {
+      st->db->set_state(store::state_key::sessions, f.sessions.dump());
+    } catch (const std::exception&) {
     }
     rd.write_summary(s);
     st->db->set_state(store::state_key::status, s["run_state"].get<std::string>());
@@ -453,30 +321,32 @@ caf::behavior manager_actor(caf::event_based_actor* self, context_ptr ctx, caf::
 
   // A planned candidate: recorded as pending with its plan before anything runs, so that --resume
   // finds it again.
-  auto plan_candidate = [=](const candidate_plan& plan, int round) {
+  auto spec_of = [=](const search::planned& plan) {
     candidate_spec spec;
-    spec.id = fmt::format("r{}_c{}", round, st->next_candidate++);
+    spec.id = plan.id;
     spec.parent_id = plan.parent.id;
-    spec.round = round;
-    spec.bottleneck_id = plan.bottleneck_id;
-    spec.sample_idx = plan.sample_idx;
+    spec.round = plan.round;
+    spec.bottleneck_id = plan.direction;
+    spec.sample_idx = plan.sample;
     spec.model = plan.model;
     spec.parent_code = plan.parent.code;
     spec.parent_time_ms = plan.parent.time_ms;
     spec.work_dir = (run_path / "candidates" / spec.id).string();
+    return spec;
+  };
+  auto commit_plan = [=](const search::planned& plan) {
     store::program_record rec;
-    rec.id = spec.id;
-    rec.parent_id = spec.parent_id;
-    rec.round = round;
+    rec.id = plan.id;
+    rec.parent_id = plan.parent.id;
+    rec.round = plan.round;
     rec.status = store::program_status::pending;
-    rec.model = spec.model;
-    rec.bottleneck = fmt::format("direction {}", spec.bottleneck_id);
+    rec.model = plan.model;
+    rec.bottleneck = fmt::format("direction {}", plan.direction);
     // A pending row without its plan (a kill between the two commits) is completed, not duplicated.
     if (!st->db->get_program(rec.id)) st->db->insert_program(rec);
-    st->db->set_states({{std::string{store::state_key::spec_prefix} + spec.id, spec_to_json(spec).dump()},
-                        {store::state_key::next_candidate, std::to_string(st->next_candidate)}});
-    st->expanded.insert(combo_key(spec.parent_id, spec.bottleneck_id, spec.model, spec.sample_idx));
-    st->queue.push_back(spec);
+    st->db->set_states({{std::string{store::state_key::spec_prefix} + plan.id, search::plan_to_json(plan).dump()},
+                        {store::state_key::next_candidate, std::to_string(st->ledger->next_candidate())}});
+    st->queue.push_back(spec_of(plan));
   };
 
   // Roofline stop (SPEC §6.1, §14 A.29-A.30): only a new best at its roofline, and only when the
@@ -510,7 +380,7 @@ caf::behavior manager_actor(caf::event_based_actor* self, context_ptr ctx, caf::
     req.parent_id = pid;
     req.code = spec.parent_code;
     req.time_ms = spec.parent_time_ms;
-    req.num_bottlenecks = st->strategy->directions_needed();
+    req.num_bottlenecks = st->ledger->strategy().directions_needed();
     req.work_dir = (run_path / "baseline_profiles" / pid).string();
     req.model = spec.model;
     if (auto it = st->profiles.find(pid); it != st->profiles.end()) req.known_profile_json = it->second;
@@ -568,15 +438,13 @@ caf::behavior manager_actor(caf::event_based_actor* self, context_ptr ctx, caf::
     ++w.inflight;
     spec.worker_id = static_cast<int>(k);
     spec.eager_ms = st->eager;
-    spec.num_bottlenecks = st->strategy->directions_needed();
+    spec.num_bottlenecks = st->ledger->strategy().directions_needed();
     spec.history_json = history_json();
     {
       // user_test "best": the candidate runs test.py when it beats the best known now (a later best
       // only lowers the bar, so nothing that can become the best skips the test).
-      auto b = st->strategy->best();
+      auto b = st->ledger->best();
       double best_ms = b && b->time_ms >= 0 ? b->time_ms : not_measured;
-      for (const auto& r : st->round_results)
-        if (r.time_ms >= 0 && (best_ms < 0 || r.time_ms < best_ms)) best_ms = r.time_ms;
       if (best_ms < 0 && st->initial > 0) best_ms = st->initial;
       spec.best_ms = best_ms;
     }
@@ -628,26 +496,25 @@ caf::behavior manager_actor(caf::event_based_actor* self, context_ptr ctx, caf::
 
   // ---- rounds ----------------------------------------------------------------------------------
   auto end_round = [=]() {
-    st->strategy->update_with_results(st->round_results, st->round);
-    st->round_results.clear();
-    auto best = st->strategy->best();
-    st->db->set_states({{store::state_key::round, std::to_string(st->round)},
-                        {store::state_key::round_done, std::to_string(st->round)},
-                        {store::state_key::strategy_state, st->strategy->save_state().dump()}});
-    emit("round_end", {{"round", st->round},
+    const auto closed = st->ledger->end_round();
+    const auto& best = closed.best;
+    const int round = st->ledger->round();
+    st->db->set_states({{store::state_key::round, std::to_string(round)},
+                        {store::state_key::round_done, std::to_string(round)},
+                        {store::state_key::strategy_state, st->ledger->strategy_state().dump()}});
+    emit("round_end", {{"round", round},
                        {"best_ms", best ? num_or_null(best->time_ms) : nlohmann::json(nullptr)},
                        {"best_program_id", best ? best->id : ""}});
     auto go_on = [=]() {
       if (st->stop_requested) return finish(true, "");
-      if (st->strategy->should_terminate(st->round, ctx->cfg.max_rounds)) return finish(true, "");
-      (*start_round)(st->round + 1);
+      if (closed.terminate) return finish(true, "");
+      (*start_round)(round + 1);
     };
     // `profile: parents`: a new best has no profile yet. Where an early stop may follow from its
     // roofline, it is profiled now, before the next round spends anything (the next round's analysis
     // reuses this profile, so it costs no extra profile).
     if (ctx->cfg.profile == "parents" && st->stop_rule && st->stop_rule->config().early_stop && best &&
-        best->id != "initial" && !st->profiles.count(best->id) && !st->stop_requested &&
-        !st->strategy->should_terminate(st->round, ctx->cfg.max_rounds)) {
+        best->id != "initial" && !st->profiles.count(best->id) && !st->stop_requested && !closed.terminate) {
       const auto id = best->id;
       if (profile_kernel(*best, "sol", "profile of the new best (a roofline stop may follow)",
                          [=](const nlohmann::json& prof) {
@@ -660,12 +527,11 @@ caf::behavior manager_actor(caf::event_based_actor* self, context_ptr ctx, caf::
   };
 
   *start_round = [=](int r) {
-    st->round = r;
     st->db->set_state(store::state_key::round, std::to_string(r));
-    auto plans = st->strategy->select_candidates(r);
+    auto plans = st->ledger->plan_round(r);
     if (plans.empty()) return finish(true, "");
     emit("round_start", {{"round", r}, {"max_rounds", ctx->cfg.max_rounds}, {"candidates", plans.size()}});
-    for (const auto& plan : plans) plan_candidate(plan, r);
+    for (const auto& plan : plans) commit_plan(plan);
     (*pump)();
   };
 
@@ -675,41 +541,12 @@ caf::behavior manager_actor(caf::event_based_actor* self, context_ptr ctx, caf::
   // flight and the beam offers nothing new.
   *refill = [=]() {
     if (st->finished) return;
-    if (!st->stop_requested) {
-      for (const auto& plan : st->strategy->select_candidates(st->round + 1)) {
-        if (plan.parent.generation >= ctx->cfg.max_rounds) continue;
-        if (st->expanded.count(combo_key(plan.parent.id, plan.bottleneck_id, plan.model, plan.sample_idx))) continue;
-        plan_candidate(plan, plan.parent.generation + 1);
-      }
-    }
-    if (st->queue.empty() && st->inflight.empty() && st->analyzing.empty()) return finish(true, "");
+    if (!st->stop_requested)
+      for (const auto& plan : st->ledger->plan_more()) commit_plan(plan);
+    if (st->ledger->async_done() && st->analyzing.empty()) return finish(true, "");
     (*pump)();
   };
 
-
-  // What the strategy sees of a finished candidate: every verified, measured kernel, and for greedy a
-  // verified duplicate too (for greedy it is a round without improvement, SPEC §2.4). A
-  // kernel past divergence_threshold never becomes a beam parent; greedy still counts it as a
-  // round without improvement. --resume replays exactly this rule.
-  const bool greedy = st->strategy->name() == "greedy";
-  auto feeds_strategy = [=](const store::program_record& p) {
-    if (p.id == "initial" || !p.time_ms) return false;
-    if (p.status == store::program_status::verified) return greedy || !st->diverged.count(p.id);
-    // A duplicate only matters to greedy; beam search would let a luckier timing of the same code
-    // displace the verified original.
-    return greedy && p.status == store::program_status::failed &&
-           p.failure_cause.value_or("") == store::failure_cause::duplicate;
-  };
-
-  // The program this compiled code duplicates: a verified one, or an in-flight candidate that asked
-  // first (dedup_query, before its profile). "" when the code is new.
-  auto duplicate_of = [=](const std::string& hash, const std::string& id) -> std::string {
-    if (hash.empty()) return "";
-    auto dup = st->db->find_by_code_hash(hash, std::string{store::program_status::verified});
-    if (dup && dup->id != id) return dup->id;
-    if (auto c = st->claims.find(hash); c != st->claims.end() && c->second != id) return c->second;
-    return "";
-  };
 
   *on_result = [=](const candidate_result& res) {
     if (st->interrupted_by != 0) return;  // stays pending: --resume runs it again
@@ -729,113 +566,74 @@ caf::behavior manager_actor(caf::event_based_actor* self, context_ptr ctx, caf::
         emit("concurrency", {{"num_workers", n}, {"reason", st->meter->reason()}});
       }
     }
+    // The search's rules decide: duplicate, new best, divergence, and whether the strategy sees it.
+    const auto j = st->ledger->record({res.candidate_id, res.ok, res.time_ms, res.code, res.code_hash,
+                                       res.failure_cause, res.error});
     store::program_update u;
     u.code = res.code;
     u.model = res.model.empty() ? spec.model : res.model;
     if (!res.bottleneck.empty()) u.bottleneck = res.bottleneck;
     u.analysis_mode = w.synthetic ? "synthetic" : "profiled";
-    bool ok = res.ok;
-    std::string cause = res.failure_cause, error = res.error;
-    if (ok) {
-      if (auto dup = duplicate_of(res.code_hash, res.candidate_id); !dup.empty()) {
-        ok = false;
-        cause = store::failure_cause::duplicate;
-        error = "same compiled code as " + dup;
-      }
-    }
-    std::erase_if(st->claims, [&](const auto& c) { return c.second == res.candidate_id; });
-    u.code_hash = res.code_hash.empty() ? store::sha256_hex(res.code) : res.code_hash;
-    auto best_before = st->strategy->best();
-    for (const auto& r : st->round_results)
-      if (!best_before || r.time_ms < best_before->time_ms) best_before = r;
-    // "New best" is decided before any tracker moves (SPEC §14 B.81).
-    const bool new_best = ok && (!best_before || best_before->time_ms < 0 || res.time_ms < best_before->time_ms);
-    bool diverged = false;
-    if (ok) {
+    u.code_hash = j.code_hash;
+    if (j.ok) {
       u.status = store::program_status::verified;
       u.time_ms = res.time_ms;
       if (res.floor_pct >= 0) u.floor_pct = res.floor_pct;
       if (st->initial > 0) u.speedup = st->initial / res.time_ms;
-      // divergence_threshold (SPEC §4.3): a kernel that much slower than its parent stays recorded
-      // and verified, but never becomes a parent.
-      if (is_measured(spec.parent_time_ms) && spec.parent_time_ms > 0 &&
-          (res.time_ms - spec.parent_time_ms) / spec.parent_time_ms * 100.0 > ctx->cfg.divergence_threshold)
-        diverged = true;
     } else {
       u.status = store::program_status::failed;
-      u.failure_cause = cause.empty() ? "unknown" : cause;
-      u.error = error;
-      if (cause == store::failure_cause::duplicate && is_measured(res.time_ms)) u.time_ms = res.time_ms;
+      u.failure_cause = j.failure_cause;
+      u.error = j.error;
+      if (j.failure_cause == store::failure_cause::duplicate && is_measured(res.time_ms)) u.time_ms = res.time_ms;
     }
     nlohmann::json prof = res.profile_json.empty() ? nlohmann::json(nullptr)
                                                    : nlohmann::json::parse(res.profile_json, nullptr, false);
-    if (ok && prof.is_object() && prof.contains("roofline") && prof["roofline"].is_object()) {
+    if (j.ok && prof.is_object() && prof.contains("roofline") && prof["roofline"].is_object()) {
       const auto& rl = prof["roofline"];
       if (rl.contains("compute_sol_pct") && rl["compute_sol_pct"].is_number()) u.compute_sol_pct = rl["compute_sol_pct"].get<double>();
       if (rl.contains("memory_sol_pct") && rl["memory_sol_pct"].is_number()) u.memory_sol_pct = rl["memory_sol_pct"].get<double>();
       if (rl.contains("efficiency_pct") && rl["efficiency_pct"].is_number()) u.sol_pct = rl["efficiency_pct"].get<double>();
     }
     st->db->update_program(res.candidate_id, u);
-    if (ok && !res.profile_json.empty()) {
+    if (j.ok && !res.profile_json.empty()) {
       st->profiles[res.candidate_id] = res.profile_json;
       st->db->set_state(std::string{store::state_key::profile_prefix} + res.candidate_id, res.profile_json);
     }
-    if (diverged) {
-      st->diverged.insert(res.candidate_id);
-      st->db->set_state_json(store::state_key::diverged, nlohmann::json(st->diverged));
+    if (j.diverged) {
+      st->db->set_state_json(store::state_key::diverged, nlohmann::json(st->ledger->diverged()));
       emit("note", {{"what", "diverged"}, {"candidate_id", res.candidate_id},
                     {"time_ms", res.time_ms}, {"parent_time_ms", spec.parent_time_ms},
                     {"divergence_threshold", ctx->cfg.divergence_threshold}});
     }
-    if (!res.attempt_json.empty()) {
-      auto aj = nlohmann::json::parse(res.attempt_json, nullptr, false);
-      if (aj.is_object()) {
-        auto a = store::attempt_from_json(aj);
-        a.program_id = res.candidate_id;
-        a.worker_id = spec.worker_id;
-        a.round_num = spec.round;
-        st->db->insert_attempt(a);
-      }
+    for (auto a : res.attempt) {
+      a.program_id = res.candidate_id;
+      a.worker_id = spec.worker_id;
+      a.round_num = spec.round;
+      st->db->insert_attempt(a);
     }
-    if (!res.reflexion_json.empty()) {
-      auto rj = nlohmann::json::parse(res.reflexion_json, nullptr, false);
-      if (rj.is_object()) {
-        auto r = store::reflexion_from_json(rj);
-        r.program_id = res.candidate_id;
-        r.worker_id = spec.worker_id;
-        r.round_num = spec.round;
-        st->db->insert_reflexion(r);
-      }
+    for (auto r : res.reflexion) {
+      r.program_id = res.candidate_id;
+      r.worker_id = spec.worker_id;
+      r.round_num = spec.round;
+      st->db->insert_reflexion(r);
     }
-    if (new_best) roofline_stop(prof, res.candidate_id);
-    double best_ms = best_before ? best_before->time_ms : -1;
-    if (new_best) best_ms = res.time_ms;
+    if (j.new_best) roofline_stop(prof, res.candidate_id);
     emit("candidate_result", {{"candidate_id", res.candidate_id}, {"parent_id", res.parent_id},
                               {"round", spec.round},              {"gpu_id", w.device_id},
-                              {"ok", ok},                          {"time_ms", ok ? nlohmann::json(res.time_ms) : nlohmann::json(nullptr)},
-                              {"failure_cause", ok ? "" : u.failure_cause.value_or("")},
-                              {"error", ok ? "" : error.substr(0, 500)}, {"best_ms", num_or_null(best_ms)},
-                              {"new_best", new_best}, {"device_s", res.device_s}, {"llm_s", res.llm_s},
-                              {"diverged", diverged},
-                              {"spread_pct", ok && is_measured(res.time_spread_pct) ? nlohmann::json(res.time_spread_pct)
-                                                                                    : nlohmann::json(nullptr)}});
-    if (ok && is_measured(res.time_spread_pct)) st->spreads[res.candidate_id] = res.time_spread_pct;
+                              {"ok", j.ok},                        {"time_ms", j.ok ? nlohmann::json(res.time_ms) : nlohmann::json(nullptr)},
+                              {"failure_cause", j.ok ? "" : j.failure_cause},
+                              {"error", j.ok ? "" : j.error.substr(0, 500)}, {"best_ms", num_or_null(j.best_ms)},
+                              {"new_best", j.new_best}, {"device_s", res.device_s}, {"llm_s", res.llm_s},
+                              {"diverged", j.diverged},
+                              {"spread_pct", j.ok && is_measured(res.time_spread_pct) ? nlohmann::json(res.time_spread_pct)
+                                                                                      : nlohmann::json(nullptr)}});
+    if (j.ok && is_measured(res.time_spread_pct)) st->spreads[res.candidate_id] = res.time_spread_pct;
     if (st->finished) return;
-    auto rec = st->db->get_program(res.candidate_id);
-    const bool feed = rec && feeds_strategy(*rec);
-    if (st->async) {
-      if (feed) {
-        st->strategy->update_with_results({to_entry(*rec)}, spec.round);
-        st->db->set_state(store::state_key::strategy_state, st->strategy->save_state().dump());
-      }
-      st->round = std::max(st->round, spec.round);
+    if (st->ledger->async()) {
+      if (j.fed) st->db->set_state(store::state_key::strategy_state, st->ledger->strategy_state().dump());
       return (*refill)();
     }
-    if (feed) st->round_results.push_back(to_entry(*rec));
-    bool round_done = st->queue.empty();
-    for (const auto& [id, c] : st->inflight)
-      if (c.spec.round == st->round) round_done = false;
-    if (round_done) return end_round();
+    if (st->ledger->round_done()) return end_round();
     (*pump)();
   };
 
@@ -869,7 +667,7 @@ caf::behavior manager_actor(caf::event_based_actor* self, context_ptr ctx, caf::
 
   // ---- start: a new run evaluates the initial kernel; a resumed one reloads its state -----------
   auto begin_search = [=]() {
-    if (st->async) return (*refill)();
+    if (st->ledger->async()) return (*refill)();
     (*start_round)(1);
   };
 
@@ -932,8 +730,8 @@ caf::behavior manager_actor(caf::event_based_actor* self, context_ptr ctx, caf::
               st->db->set_state_json(store::state_key::initial_ms, num_or_null(st->initial));
               emit("initial", {{"initial_ms", num_or_null(st->initial)}, {"eager_ms", num_or_null(st->eager)},
                                {"compile_ms", num_or_null(st->compile)}, {"best_ms", num_or_null(st->initial)}});
-              st->strategy->initialize({"initial", "", ctx->input_code, is_measured(e.time_ms) ? e.time_ms : -1, 0,
-                                        *u.code_hash});
+              st->ledger->start({"initial", "", ctx->input_code, is_measured(e.time_ms) ? e.time_ms : -1, 0,
+                                 *u.code_hash});
               begin_search();
             },
             [=](caf::error& err) { finish(false, "Initial kernel could not be evaluated: " + to_string(err)); });
@@ -954,17 +752,21 @@ caf::behavior manager_actor(caf::event_based_actor* self, context_ptr ctx, caf::
     st->compile = num(store::state_key::compile_ms);
     if (auto s = st->db->get_state_json(store::state_key::sessions); s && s->is_array()) st->prior_sessions = *s;
     st->initial = init->time_ms.value_or(-1);
-    st->strategy->initialize(to_entry(*init));
+    std::map<std::string, nlohmann::json> plans;
     for (const auto& [key, value] : st->db->all_state()) {
       if (key.rfind(store::state_key::analysis_prefix, 0) == 0) {
         auto j = nlohmann::json::parse(value, nullptr, false);
         if (!j.is_discarded()) st->analysis[key.substr(std::string_view{store::state_key::analysis_prefix}.size())] = j;
       } else if (key.rfind(store::state_key::profile_prefix, 0) == 0) {
         st->profiles[key.substr(std::string_view{store::state_key::profile_prefix}.size())] = value;
+      } else if (key.rfind(store::state_key::spec_prefix, 0) == 0) {
+        auto j = nlohmann::json::parse(value, nullptr, false);
+        if (j.is_object()) plans[key.substr(std::string_view{store::state_key::spec_prefix}.size())] = j;
       }
     }
+    std::set<std::string> diverged;
     if (auto d = st->db->get_state_json(store::state_key::diverged); d && d->is_array())
-      for (const auto& id : *d) st->diverged.insert(id.get<std::string>());
+      for (const auto& id : *d) diverged.insert(id.get<std::string>());
     if (auto m = st->db->get_state_json(store::state_key::analysis_mode); m && m->is_object())
       for (auto& w : st->workers)
         if (m->value(std::to_string(w.device_id), std::string{}) == "synthetic") {
@@ -973,101 +775,35 @@ caf::behavior manager_actor(caf::event_based_actor* self, context_ptr ctx, caf::
           self->send(w.actor, mode_atom::value, std::string{"synthetic"});
         }
     const int round_done = std::stoi(st->db->get_state(store::state_key::round_done).value_or("0"));
-    int max_round = 0;
-    std::vector<store::program_record> pending;
-    std::vector<store::program_record> all = st->db->list_programs();
-    for (const auto& p : all) {
-      if (p.id == "initial") continue;
-      st->next_candidate = std::max(st->next_candidate, candidate_number(p.id) + 1);
-      max_round = std::max(max_round, p.round);
-      if (auto s = st->db->get_state(std::string{store::state_key::spec_prefix} + p.id)) {
-        auto j = nlohmann::json::parse(*s);
-        st->expanded.insert(combo_key(j.value("parent_id", ""), j.value("bottleneck_id", 1), j.value("model", ""),
-                                      j.value("sample_idx", 0)));
-      }
-      if (p.status == store::program_status::pending) pending.push_back(p);
-    }
-    // Replay the strategy: every completed, verified, non-diverged result in commit order.
-    auto eligible = [&](const store::program_record& p) { return feeds_strategy(p); };
-    if (st->async) {
-      for (const auto& p : all)
-        if (eligible(p)) st->strategy->update_with_results({to_entry(p)}, p.round);
-      st->round = max_round;
-    } else {
-      for (int r = 1; r <= round_done; ++r) {
-        std::vector<program_entry> rs;
-        for (const auto& p : all)
-          if (p.round == r && eligible(p)) rs.push_back(to_entry(p));
-        st->strategy->update_with_results(rs, r);
-      }
-      st->round = std::max(round_done, max_round);
-      for (const auto& p : all)
-        if (p.round == st->round && st->round > round_done && eligible(p)) st->round_results.push_back(to_entry(p));
-    }
-    // Re-plan the pending candidates with their original ids and plans.
-    std::map<std::string, program_entry> by_id;
-    for (const auto& p : all) by_id[p.id] = to_entry(p);
-    for (const auto& p : pending) {
-      auto s = st->db->get_state(std::string{store::state_key::spec_prefix} + p.id);
-      if (!s) continue;
-      auto j = nlohmann::json::parse(*s);
-      candidate_spec spec;
-      spec.id = p.id;
-      spec.parent_id = j.value("parent_id", "initial");
-      spec.round = j.value("round", p.round);
-      spec.bottleneck_id = j.value("bottleneck_id", 1);
-      spec.sample_idx = j.value("sample_idx", 0);
-      spec.model = j.value("model", st->default_model);
-      const auto& parent = by_id.count(spec.parent_id) ? by_id[spec.parent_id] : by_id["initial"];
-      spec.parent_code = parent.code;
-      spec.parent_time_ms = parent.time_ms;
-      spec.work_dir = (run_path / "candidates" / spec.id).string();
-      st->queue.push_back(spec);
-    }
-    if (!st->async && st->round > round_done && round_done >= 1) {
-      // A kill while the round was being planned leaves only part of it in program.db: the strategy,
-      // replayed to the state it had then, plans the same round again; what is missing is added,
-      // under the ids of pending rows whose plan was never committed (they were the last ones).
-      const int after = st->next_candidate;
-      int first_orphan = after;
-      for (const auto& p : pending)
-        if (!st->db->get_state(std::string{store::state_key::spec_prefix} + p.id))
-          first_orphan = std::min(first_orphan, candidate_number(p.id));
-      st->next_candidate = first_orphan;
-      for (const auto& plan : st->strategy->select_candidates(st->round))
-        if (!st->expanded.count(combo_key(plan.parent.id, plan.bottleneck_id, plan.model, plan.sample_idx)))
-          plan_candidate(plan, st->round);
-      st->next_candidate = std::max(st->next_candidate, after);
-    }
+    // The ledger replays the search from what program.db committed and says what comes next.
+    const auto plan = st->ledger->resume(st->db->list_programs(), plans, round_done, diverged, st->default_model);
+    for (const auto& q : plan.requeued) st->queue.push_back(spec_of(q));
+    for (const auto& q : plan.replanned) commit_plan(q);
     {
       // What the earlier sessions did, so that the progress line goes on from their totals.
-      const auto prior = totals_of(st->prior_sessions);
+      const auto prior = store::totals_of(st->prior_sessions);
       const auto by_cause = st->db->failures_by_cause();
       const long dups = by_cause.count("duplicate") ? static_cast<long>(by_cause.at("duplicate")) : 0;
-      emit("resume", {{"from_round", st->round}, {store::state_key::round_done, round_done}, {"pending", pending.size()},
+      emit("resume", {{"from_round", st->ledger->round()}, {store::state_key::round_done, round_done},
+                      {"pending", plan.pending},
                       {"verified", st->db->count(store::program_status::verified) - 1},
                       {"failed", st->db->count(store::program_status::failed) - dups},
                       {"duplicates", dups},
                       {"prior", {{"sessions", prior.sessions}, {"wall_s", prior.wall_s}, {"device_s", prior.device_s},
                                  {"capacity_s", prior.capacity_s}}},
-                      {"next_candidate", st->next_candidate}});
+                      {"next_candidate", st->ledger->next_candidate()}});
     }
-    auto best = st->strategy->best();
+    auto best = st->ledger->strategy().best();
     emit("initial", {{"initial_ms", num_or_null(st->initial)}, {"eager_ms", num_or_null(st->eager)},
                      {"compile_ms", num_or_null(st->compile)},
                      {"best_ms", best ? num_or_null(best->time_ms) : num_or_null(st->initial)}});
-    if (st->async) return (*refill)();
-    if (!st->queue.empty()) return (*pump)();
-    if (st->round > round_done) {
-      // The round was planned but every candidate of it had finished: close it.
-      bool any = false;
-      for (const auto& p : all) any = any || p.round == st->round;
-      if (any) return end_round();
-      return (*start_round)(st->round);
+    switch (plan.next) {
+      case search::resume_step::refill: return (*refill)();
+      case search::resume_step::dispatch: return (*pump)();
+      case search::resume_step::end_round: return end_round();
+      case search::resume_step::start_round: return (*start_round)(plan.start_round);
+      case search::resume_step::finish: return finish(true, "");
     }
-    if (round_done == 0) return (*start_round)(1);
-    if (st->strategy->should_terminate(round_done, ctx->cfg.max_rounds)) return finish(true, "");
-    (*start_round)(round_done + 1);
   };
 
   auto llm_models_json = [=] {
@@ -1080,11 +816,11 @@ caf::behavior manager_actor(caf::event_based_actor* self, context_ptr ctx, caf::
   return {
       [=](start_atom) {
         for (size_t k = 0; k < st->workers.size(); ++k) spawn_worker(k);
-        emit("run_start", {{"strategy", ctx->cfg.name}, {"search", st->strategy->name()},
+        emit("run_start", {{"strategy", ctx->cfg.name}, {"search", st->ledger->strategy().name()},
                            {store::state_key::kernel_dir, ctx->kernel_dir}, {"vendor", ctx->vendor},
                            {"devices", ctx->device_ids}, {"gpu_name", ctx->gpu_name},
                            {"platform", ctx->cfg.platform.uniform()}, {"max_rounds", ctx->cfg.max_rounds},
-                           {"schedule", st->async ? "async" : "rounds"}, {"num_workers", st->slots},
+                           {"schedule", st->ledger->async() ? "async" : "rounds"}, {"num_workers", st->slots},
                            {"num_workers_auto", st->meter.has_value()},
                            {"resume", ctx->resume}, {"sandbox", ctx->sandbox_mode},
                            {"llm", {{"provider", ctx->llm_chosen.provider}, {"model", ctx->llm_chosen.model},
@@ -1151,27 +887,15 @@ caf::behavior manager_actor(caf::event_based_actor* self, context_ptr ctx, caf::
         // A candidate is about to be profiled: a duplicate is recognised first, and a new hash is
         // claimed, so that an identical sibling finishing later is the duplicate.
         dedup_answer a;
-        a.duplicate_of = duplicate_of(q.code_hash, q.candidate_id);
-        if (a.duplicate_of.empty() && !q.code_hash.empty())
-          st->claims.emplace(q.code_hash, q.candidate_id);
+        a.duplicate_of = st->ledger->duplicate_of(q.code_hash, q.candidate_id);
+        if (a.duplicate_of.empty())
+          st->ledger->claim(q.code_hash, q.candidate_id);
         else if (auto it = st->profiles.find(a.duplicate_of); it != st->profiles.end())
           a.profile_json = it->second;
         return a;
       },
-      [=](usage_atom, const std::string& json) {
-        auto j = nlohmann::json::parse(json);
-        store::llm_call_record c;
-        c.purpose = j.value("purpose", "");
-        c.model = j.value("model", "");
-        c.provider = j.value("provider", "");
-        c.tokens_in = j.value("tokens_in", 0L);
-        c.tokens_out = j.value("tokens_out", 0L);
-        c.cost_usd = j.value("cost_usd", 0.0);
-        c.attempts = j.value("attempts", 1);
-        c.ok = j.value("ok", false);
-        if (!c.ok) c.error_kind = j.value("error_kind", "");
-        c.candidate_id = j.value("candidate_id", "");
-        c.latency_ms = j.value("latency_ms", 0.0);
+      [=](const store::llm_call_record& c) {
+        // Usage of one LLM call (after its retries), from the llm_client.
         st->db->record_llm_call(c);
       },
   };

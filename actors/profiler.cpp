@@ -5,8 +5,9 @@
 // rocm. Platforms without a profiler (cpu, noop, "") answer available=false. A failed profile replies
 // ok=false and also tells the manager (profiling_failed). Synthetic mode (SPEC §7.4, §14 A.22-A.25):
 // after (mode_atom, "synthetic"), or after the first failure when the platform string is "rocm", every
-// later profile answers ok=false with an error starting "synthetic mode" and runs no tool. NVIDIA never
-// enters it by itself: an ncu failure skips that profile only.
+// later profile answers ok=false, synthetic=true (its error says "synthetic mode: ...") and runs no
+// tool. NVIDIA never enters it by itself: an ncu failure skips that profile only. A profile killed
+// because its candidate timed out answers abandoned=true: no failure of the profiler.
 #include <fmt/format.h>
 
 #include <filesystem>
@@ -95,6 +96,7 @@ caf::behavior profiler_actor(caf::event_based_actor* self, context_ptr ctx, int 
         r.available = true;
         if (st->synthetic) {
           r.ok = false;
+          r.synthetic = true;
           r.error = fmt::format("synthetic mode: profiling is off on GPU {} for the rest of the run ({})", device_id,
                                 st->synthetic_reason);
           return r;
@@ -128,6 +130,7 @@ caf::behavior profiler_actor(caf::event_based_actor* self, context_ptr ctx, int 
         if (should_give_up()) {
           // Killed because its candidate timed out (or the run is stopping): not the profiler's
           // failure, so the device keeps profiling.
+          r.abandoned = true;
           r.error = "profile abandoned: " + std::string(stop_requested() ? "the run is stopping" : "its candidate timed out");
           return r;
         }

@@ -223,18 +223,7 @@ run_outcome run_optimization(const run_request& req) {
     std::map<std::string, std::shared_ptr<llm_provider>> by_model;
     for (const auto& m : ctx->cfg.strategy_cfg.models) {
       if (m == settings.model || by_model.count(m)) continue;
-      llm_config c = ctx->cfg.llm;
-      c.model = m;
-      if (auto ep = ctx->cfg.strategy_cfg.model_endpoints.find(m); ep != ctx->cfg.strategy_cfg.model_endpoints.end()) {
-        if (!ep->second.provider.empty() && ep->second.provider != c.provider) {
-          // Another vendor: the llm block's endpoint and key variable are not this model's.
-          c.base_url.clear();
-          c.api_key_env.clear();
-        }
-        if (!ep->second.provider.empty()) c.provider = ep->second.provider;
-        if (!ep->second.base_url.empty()) c.base_url = ep->second.base_url;
-        if (!ep->second.api_key_env.empty()) c.api_key_env = ep->second.api_key_env;
-      }
+      const auto c = config_for_model(ctx->cfg.llm, m, ctx->cfg.strategy_cfg.model_endpoints);
       auto ms = resolve_provider(c, m, llm_env);
       register_secret(ms.api_key_env, ms.api_key);
       keys.push_back(ms.api_key);

@@ -29,6 +29,7 @@ void register_messages(caf::actor_system_config& cfg) {
   cfg.add_message_type<dedup_query>("kagent::dedup_query");
   cfg.add_message_type<dedup_answer>("kagent::dedup_answer");
   cfg.add_message_type<parent_analysis>("kagent::parent_analysis");
+  cfg.add_message_type<store::llm_call_record>("kagent::store::llm_call_record");
   cfg.add_error_category(caf::atom("kagent"), [](uint8_t code, caf::atom_value, const caf::message& ctx) {
     return "kagent::" + to_string(static_cast<errc>(code)) + (ctx.empty() ? "" : caf::deep_to_string(ctx));
   });

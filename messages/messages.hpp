@@ -2,14 +2,20 @@
 // The vocabulary of the actor system: every message that crosses an actor boundary. Plain structs
 // with an inspect() overload, registered in one place (register_messages) so that any of them can
 // cross a process or machine boundary through CAF's middleman unchanged. No pointers, handles or
-// actor-local objects; structured payloads that platform/ code produces travel as JSON text.
+// actor-local objects. Records of platform/store (attempt, reflexion, LLM call) travel as the typed
+// values they are, through the inspect overloads at the end; other structured payloads still travel as
+// JSON text (issue 13 item 3 replaces them one by one).
 #include <caf/all.hpp>
 
+#include <cmath>
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <ostream>
 #include <string>
 #include <vector>
+
+#include "platform/store/program_db.hpp"
 
 namespace kagent {
 
@@ -20,10 +26,8 @@ inline bool is_measured(double ms) { return ms >= 0 && ms < std::numeric_limits<
 
 // ---- atoms (CAF 0.17: at most 10 characters) ---------------------------------------------------
 using start_atom = caf::atom_constant<caf::atom("start")>;
-using reference_atom = caf::atom_constant<caf::atom("reference")>;
 using tick_atom = caf::atom_constant<caf::atom("tick")>;
 using finish_atom = caf::atom_constant<caf::atom("finish")>;
-using usage_atom = caf::atom_constant<caf::atom("usage")>;
 using mode_atom = caf::atom_constant<caf::atom("mode")>;
 /// Ctrl-C / SIGTERM (with the signal number): the run stops starting work and ends what runs.
 using interrupt_atom = caf::atom_constant<caf::atom("interrupt")>;
@@ -120,6 +124,10 @@ struct profile_result {
   std::string invocation;       ///< which command failed ("stats pass", "PMC pass 3", "ncu")
   std::string output_tail;      ///< the failing command's stderr/stdout tail
   double wall_s = 0;
+  /// Not profiled because the device's session is synthetic (no tool ran; not a new failure).
+  bool synthetic = false;
+  /// Killed because its candidate timed out or the run is stopping (not a profiler failure).
+  bool abandoned = false;
 };
 /// Supervision message to the manager: a profiler pass failed on `gpu_id`.
 struct profiling_failed {
@@ -167,8 +175,10 @@ struct candidate_result {
   std::string code_hash;
   std::string bottleneck;
   std::string model;
-  std::string attempt_json;
-  std::string reflexion_json;
+  /// The attempt record (SPEC §2.7) and the reflexion on it: none or one each. The manager fills in
+  /// the program, worker and round before committing them.
+  std::vector<store::attempt_record> attempt;
+  std::vector<store::reflexion_record> reflexion;
   std::string profile_json;     ///< SOL profile of the new kernel {"metrics", "roofline"}; "" = none
   double device_s = 0;          ///< time this candidate held the device (verify, benchmark, profile)
   double llm_s = 0;             ///< time spent waiting for LLM replies
@@ -245,7 +255,8 @@ typename I::result_type inspect(I& f, profile& x) {
 template <class I>
 typename I::result_type inspect(I& f, profile_result& x) {
   return f(caf::meta::type_name("profile_result"), x.candidate_id, x.label, x.available, x.ok, x.platform,
-           x.kernel_name, x.metrics_json, x.roofline_json, x.error, x.invocation, x.output_tail, x.wall_s);
+           x.kernel_name, x.metrics_json, x.roofline_json, x.error, x.invocation, x.output_tail, x.wall_s,
+           x.synthetic, x.abandoned);
 }
 template <class I>
 typename I::result_type inspect(I& f, profiling_failed& x) {
@@ -261,8 +272,8 @@ typename I::result_type inspect(I& f, candidate_spec& x) {
 template <class I>
 typename I::result_type inspect(I& f, candidate_result& x) {
   return f(caf::meta::type_name("candidate_result"), x.candidate_id, x.parent_id, x.round, x.gpu_id, x.ok, x.code,
-           x.time_ms, x.error, x.failure_cause, x.code_hash, x.bottleneck, x.model, x.attempt_json,
-           x.reflexion_json, x.profile_json, x.device_s, x.llm_s, x.floor_pct, x.time_spread_pct);
+           x.time_ms, x.error, x.failure_cause, x.code_hash, x.bottleneck, x.model, x.attempt,
+           x.reflexion, x.profile_json, x.device_s, x.llm_s, x.floor_pct, x.time_spread_pct);
 }
 template <class I>
 typename I::result_type inspect(I& f, dedup_query& x) {
@@ -286,6 +297,74 @@ template <class I>
 typename I::result_type inspect(I& f, run_event& x) {
   return f(caf::meta::type_name("run_event"), x.type, x.payload_json);
 }
+
+} // namespace kagent
+
+// ---- platform/store records ----------------------------------------------------------------------
+namespace kagent::wire {
+/// CAF 0.17 has no inspect for std::optional: a field travels as a flag and a value (never a
+/// non-finite double, which CAF's binary serializer cannot take) and is put back after loading.
+template <class T>
+struct opt {
+  std::optional<T>& ref;
+  bool has;
+  T value;
+  explicit opt(std::optional<T>& r) : ref(r), has(r.has_value()), value(r.value_or(T{})) {
+    if constexpr (std::is_floating_point_v<T>)
+      if (!std::isfinite(value)) has = false, value = T{};
+  }
+  void put() { ref = has ? std::optional<T>(value) : std::nullopt; }
+};
+} // namespace kagent::wire
+
+namespace kagent::store {
+template <class I>
+typename I::result_type inspect(I& f, attempt_record& x) {
+  wire::opt<std::string> pid{x.program_id}, err{x.error_message};
+  wire::opt<double> before{x.time_before_ms}, after{x.time_after_ms}, imp{x.improvement_pct},
+      compute{x.compute_sol_pct}, memory{x.memory_sol_pct}, combined{x.combined_sol_pct};
+  return f(caf::meta::type_name("attempt_record"), x.round_num, x.worker_id, pid.has, pid.value,
+           x.bottleneck_category, x.root_cause, x.recommended_fix, x.config_changes, before.has, before.value,
+           after.has, after.value, imp.has, imp.value, x.is_improvement, compute.has, compute.value, memory.has,
+           memory.value, combined.has, combined.value, x.passed_verification, err.has, err.value, x.created_at,
+           x.seq, caf::meta::load_callback([&]() -> caf::error {
+             for (auto* o : {&pid, &err}) o->put();
+             for (auto* o : {&before, &after, &imp, &compute, &memory, &combined}) o->put();
+             return caf::none;
+           }));
+}
+template <class I>
+typename I::result_type inspect(I& f, reflexion_record& x) {
+  wire::opt<int> worker{x.worker_id};
+  wire::opt<std::string> pid{x.program_id};
+  wire::opt<double> delta{x.performance_delta_pct};
+  return f(caf::meta::type_name("reflexion_record"), x.round_num, worker.has, worker.value, pid.has, pid.value,
+           x.root_cause_diagnosed, x.fix_applied, x.expected_outcome, x.actual_outcome, delta.has, delta.value,
+           x.was_diagnosis_correct, x.was_fix_effective, x.reasoning, x.lessons, x.avoid_patterns, x.try_patterns,
+           x.created_at, x.seq, caf::meta::load_callback([&]() -> caf::error {
+             worker.put();
+             pid.put();
+             delta.put();
+             return caf::none;
+           }));
+}
+/// Usage of one LLM call, from the llm_client to the manager (program.db's llm_calls).
+template <class I>
+typename I::result_type inspect(I& f, llm_call_record& x) {
+  wire::opt<std::string> provider{x.provider}, kind{x.error_kind}, cand{x.candidate_id};
+  wire::opt<double> cost{x.cost_usd}, latency{x.latency_ms};
+  return f(caf::meta::type_name("llm_call_record"), x.purpose, x.model, provider.has, provider.value, x.tokens_in,
+           x.tokens_out, cost.has, cost.value, x.attempts, x.ok, kind.has, kind.value, cand.has, cand.value,
+           latency.has, latency.value, x.ts, x.seq, caf::meta::load_callback([&]() -> caf::error {
+             for (auto* o : {&provider, &kind, &cand}) o->put();
+             cost.put();
+             latency.put();
+             return caf::none;
+           }));
+}
+} // namespace kagent::store
+
+namespace kagent {
 
 // ---- errors --------------------------------------------------------------------------------------
 enum class errc : uint8_t {

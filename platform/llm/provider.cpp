@@ -225,6 +225,24 @@ const std::vector<std::string>& auto_models() {
   return m;
 }
 
+llm_config config_for_model(const llm_config& block, const std::string& model,
+                            const std::map<std::string, model_endpoint>& endpoints) {
+  llm_config c = block;
+  c.model = model;
+  auto ep = endpoints.find(model);
+  if (ep == endpoints.end()) return c;
+  const auto& e = ep->second;
+  if (!e.provider.empty() && e.provider != c.provider) {
+    // Another vendor: the block's endpoint and key variable are not this model's.
+    c.base_url.clear();
+    c.api_key_env.clear();
+  }
+  if (!e.provider.empty()) c.provider = e.provider;
+  if (!e.base_url.empty()) c.base_url = e.base_url;
+  if (!e.api_key_env.empty()) c.api_key_env = e.api_key_env;
+  return c;
+}
+
 provider_settings resolve_provider(const llm_config& cfg, const std::string& fallback_model, const env_map& env,
                                    const std::function<bool(const std::string&)>& relay_probe) {
   static const std::vector<std::string> known = {"anthropic", "openai", "openai_responses", "openai_compatible",

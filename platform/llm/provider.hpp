@@ -67,6 +67,14 @@ std::string auto_model(const llm_config& cfg, const env_map& env);
 provider_settings resolve_provider(const llm_config& cfg, const std::string& fallback_model, const env_map& env,
                                    const std::function<bool(const std::string& url)>& relay_probe = {});
 
+/// The llm block as it applies to `model` of strategy_config.models: the block with that model, and
+/// the model's own entry (`endpoints`) over it. An entry naming another provider than the block's
+/// inherits neither the block's base_url nor its api_key_env (an OpenAI key must never be sent to
+/// Anthropic's endpoint); its own settings, where given, win. Resolve the result with
+/// resolve_provider(result, model, env).
+llm_config config_for_model(const llm_config& block, const std::string& model,
+                            const std::map<std::string, model_endpoint>& endpoints);
+
 /// The default relay probe: GET <url>/ with a 5 s timeout; true on any HTTP answer.
 bool probe_relay(const std::string& url);
 

@@ -20,6 +20,7 @@
 #include "platform/report/svg_chart.hpp"
 #include "platform/report/text.hpp"
 #include "platform/store/event_log.hpp"
+#include "platform/store/sessions.hpp"
 #include "platform/store/util.hpp"
 #include "platform/common/files.hpp"
 
@@ -287,11 +288,12 @@ std::string summary_section(const summary_view& v, const report_data& d) {
   const auto busy = finite_number(d.summary, "gpu_busy_pct");
   if (auto ds = finite_number(d.summary, "device_s"); busy && ds) device_s = *ds, have = true;
   const auto sessions = int_or(d.summary, "sessions", 1);
+  // Without summary.json's figure (a run still going), from the events and this session's wall time.
+  const auto from_events = have && wall ? store::busy_pct(device_s, *wall * static_cast<double>(devices)) : std::nullopt;
   row("GPU busy", busy && have ? fmt::format("{:.0f}% ({:.1f} device-s over {} device(s){})", *busy, device_s, devices,
                                              sessions > 1 ? fmt::format(", {} sessions", sessions) : "")
-                  : have && wall && *wall > 0 ? fmt::format("{:.0f}% ({:.1f} device-s over {} device(s))",
-                                                            device_s / (*wall * devices) * 100, device_s, devices)
-                                              : "n/a");
+                  : from_events ? fmt::format("{:.0f}% ({:.1f} device-s over {} device(s))", *from_events, device_s, devices)
+                                : "n/a");
   row("best kernel file", v.best_kernel_path.empty() ? "(none)" : v.best_kernel_path);
   row("run directory", v.run_dir.empty() ? "n/a" : v.run_dir);
   s += "</table>\n";

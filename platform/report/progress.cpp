@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "platform/report/text.hpp"
+#include "platform/store/sessions.hpp"
 
 namespace kagent::report {
 
@@ -83,11 +84,7 @@ llm_tally progress_state::llm() const {
 std::optional<double> progress_state::gpu_busy_pct(double now_s) const {
   if (!saw_device_s || t_start_s < 0) return std::nullopt;
   const double wall = now_s - t_start_s;
-  const double capacity = prior_capacity_s + std::max(0.0, wall) * std::max(1, devices);
-  if (!(capacity > 1e-9)) return std::nullopt;
-  const double pct = (prior_device_s + device_s) / capacity * 100.0;
-  if (!std::isfinite(pct)) return std::nullopt;
-  return pct;
+  return store::busy_pct(prior_device_s + device_s, prior_capacity_s + std::max(0.0, wall) * std::max(1, devices));
 }
 
 void update(progress_state& st, const std::string& type, const nlohmann::json& p, double t_s) {

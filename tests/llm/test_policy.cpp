@@ -323,3 +323,39 @@ TEST(LlmErrorKind, NamesRoundTripBecauseKindsCrossActorsAsText) {
   }
   EXPECT_FALSE(kagent::llm_error_kind_from_string("truncated").has_value());
 }
+
+TEST(ModelConfig, AnEntryOfAnotherVendorInheritsNeitherTheBlocksEndpointNorItsKey) {
+  llm_config block;
+  block.provider = "openai_compatible";
+  block.base_url = "https://llm.internal/v1";
+  block.api_key_env = "INTERNAL_KEY";
+  block.max_tokens = 8000;
+  std::map<std::string, model_endpoint> entries{{"claude-opus-4-6", {"anthropic", "", ""}},
+                                                {"gpt-5", {"", "", "GPT_KEY"}},
+                                                {"own", {"anthropic", "https://proxy.example", "PROXY_KEY"}}};
+  // A model without an entry: the block as it is, with that model.
+  auto plain = config_for_model(block, "qwen", entries);
+  EXPECT_EQ(plain.model, "qwen");
+  EXPECT_EQ(plain.base_url, "https://llm.internal/v1");
+  EXPECT_EQ(plain.api_key_env, "INTERNAL_KEY");
+  // Another vendor: the internal endpoint and its key variable are dropped, the rest stays.
+  auto other = config_for_model(block, "claude-opus-4-6", entries);
+  EXPECT_EQ(other.provider, "anthropic");
+  EXPECT_EQ(other.base_url, "");
+  EXPECT_EQ(other.api_key_env, "");
+  EXPECT_EQ(other.max_tokens, 8000);
+  // resolved, it reaches Anthropic with Anthropic's key, never INTERNAL_KEY.
+  env_map env{{"ANTHROPIC_API_KEY", "a-key"}, {"INTERNAL_KEY", "i-key"}};
+  auto s = resolve_provider(other, "claude-opus-4-6", env, [](const std::string&) { return false; });
+  EXPECT_EQ(s.api_key_env, "ANTHROPIC_API_KEY");
+  EXPECT_EQ(s.api_key, "a-key");
+  EXPECT_EQ(s.base_url, "https://api.anthropic.com");
+  // The same vendor keeps the block's endpoint; an entry's own settings win.
+  auto same = config_for_model(block, "gpt-5", entries);
+  EXPECT_EQ(same.base_url, "https://llm.internal/v1");
+  EXPECT_EQ(same.api_key_env, "GPT_KEY");
+  auto own = config_for_model(block, "own", entries);
+  EXPECT_EQ(own.provider, "anthropic");
+  EXPECT_EQ(own.base_url, "https://proxy.example");
+  EXPECT_EQ(own.api_key_env, "PROXY_KEY");
+}

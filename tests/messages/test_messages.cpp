@@ -109,11 +109,35 @@ TEST(Messages, EveryTypeSurvivesTheBinarySerializer) {
   cr.ok = true;
   cr.time_ms = 0.9;
   cr.failure_cause = "";
-  cr.attempt_json = "{\"round_num\":2}";
+  store::attempt_record a;
+  a.round_num = 2;
+  a.bottleneck_category = "memory";
+  a.config_changes = {{"BLOCK", "128"}};
+  a.time_before_ms = 2.0;
+  a.time_after_ms = 0.9;
+  a.passed_verification = true;
+  cr.attempt = {a};
+  store::reflexion_record r;
+  r.worker_id = 1;
+  r.performance_delta_pct = -55.0;
+  r.lessons = {"coalesce the loads"};
+  cr.reflexion = {r};
   cr.profile_json = "{\"metrics\":{}}";
   cr.device_s = 1.5;
   auto cr2 = round_trip(sys, cr);
-  EXPECT_EQ(cr2.attempt_json, "{\"round_num\":2}");
+  ASSERT_EQ(cr2.attempt.size(), 1u);
+  EXPECT_EQ(cr2.attempt[0].round_num, 2);
+  EXPECT_EQ(cr2.attempt[0].config_changes.at("BLOCK"), "128");
+  EXPECT_EQ(cr2.attempt[0].time_before_ms, 2.0);
+  EXPECT_EQ(cr2.attempt[0].time_after_ms, 0.9);
+  EXPECT_FALSE(cr2.attempt[0].improvement_pct) << "an unset optional stays unset";
+  EXPECT_FALSE(cr2.attempt[0].program_id);
+  EXPECT_TRUE(cr2.attempt[0].passed_verification);
+  ASSERT_EQ(cr2.reflexion.size(), 1u);
+  EXPECT_EQ(cr2.reflexion[0].worker_id, 1);
+  EXPECT_EQ(cr2.reflexion[0].performance_delta_pct, -55.0);
+  EXPECT_EQ(cr2.reflexion[0].lessons, std::vector<std::string>{"coalesce the loads"});
+  EXPECT_FALSE(cr2.reflexion[0].program_id);
   EXPECT_EQ(cr2.profile_json, "{\"metrics\":{}}");
   EXPECT_DOUBLE_EQ(cr2.device_s, 1.5);
 
@@ -123,6 +147,23 @@ TEST(Messages, EveryTypeSurvivesTheBinarySerializer) {
   auto pa2 = round_trip(sys, pa);
   EXPECT_TRUE(pa2.profile_failed);
   EXPECT_EQ(pa2.analysis_json, "{\"bottlenecks\":[]}");
+
+  store::llm_call_record u;
+  u.purpose = "optimize";
+  u.model = "m";
+  u.provider = "anthropic";
+  u.tokens_in = 1200;
+  u.cost_usd = 0.25;
+  u.ok = false;
+  u.error_kind = "timeout";
+  u.latency_ms = std::numeric_limits<double>::infinity();  // never on the wire: it travels as unset
+  auto u2 = round_trip(sys, u);
+  EXPECT_EQ(u2.provider, "anthropic");
+  EXPECT_EQ(u2.tokens_in, 1200);
+  EXPECT_EQ(u2.cost_usd, 0.25);
+  EXPECT_EQ(u2.error_kind, "timeout");
+  EXPECT_FALSE(u2.candidate_id);
+  EXPECT_FALSE(u2.latency_ms);
 
   run_event e{"round_start", "{\"round\":1}"};
   EXPECT_EQ(round_trip(sys, e).type, "round_start");

@@ -169,6 +169,8 @@ TEST(ProfilerActor, RocmFailureTellsTheManagerAndTurnsTheSessionSynthetic) {
     auto s = c.ask(c.request(cand));
     EXPECT_TRUE(s.available);
     EXPECT_FALSE(s.ok);
+    EXPECT_TRUE(s.synthetic);
+    EXPECT_FALSE(s.abandoned);
     EXPECT_EQ(s.error.rfind("synthetic mode", 0), 0u) << s.error;
     EXPECT_NE(s.error.find("rocprof stats pass failed (rc=3)"), std::string::npos) << s.error;
     EXPECT_EQ(s.platform, "rocm");
@@ -307,6 +309,8 @@ TEST(ProfilerActor, AProfileOfATimedOutCandidateIsKilledAndIsNoProfilerFailure) 
   deadline.join();
   EXPECT_TRUE(r.available);
   EXPECT_FALSE(r.ok);
+  EXPECT_TRUE(r.abandoned);
+  EXPECT_FALSE(r.synthetic);
   EXPECT_EQ(r.error.rfind("profile abandoned", 0), 0u) << r.error;
   EXPECT_TRUE(c.failures().empty());
 

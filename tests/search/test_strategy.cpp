@@ -1,6 +1,6 @@
 #include <gtest/gtest.h>
 
-#include "actors/strategy.hpp"
+#include "platform/search/strategy.hpp"
 
 using namespace kagent;
 

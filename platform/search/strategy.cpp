@@ -1,4 +1,4 @@
-#include "actors/strategy.hpp"
+#include "platform/search/strategy.hpp"
 
 #include <algorithm>
 #include <set>
