@@ -6,10 +6,12 @@ function(kagent_area name)
   target_link_libraries(kagent_${name} PUBLIC ${A_LINK})
 endfunction()
 
-# kagent_test(NAME SOURCES... [LINK libs...] [LABELS l...]): one GoogleTest binary, each case its own
-# ctest test. Tests find the fakes and examples through KAGENT_SOURCE_DIR / KAGENT_BINARY_DIR.
+# kagent_test(NAME SOURCES... [LINK libs...] [LABELS l...] [FILTER gtest-filter]): one GoogleTest
+# binary, each case its own ctest test. Tests find the fakes and examples through KAGENT_SOURCE_DIR /
+# KAGENT_BINARY_DIR. FILTER limits which cases are discovered here (the rest can be discovered again
+# with other properties, e.g. a ctest fixture: see tests/e2e_search).
 function(kagent_test name)
-  cmake_parse_arguments(A "" "TIMEOUT" "SOURCES;LINK;LABELS" ${ARGN})
+  cmake_parse_arguments(A "" "TIMEOUT;FILTER" "SOURCES;LINK;LABELS" ${ARGN})
   if(NOT A_TIMEOUT)
     set(A_TIMEOUT 120)
   endif()
@@ -22,6 +24,11 @@ function(kagent_test name)
   if(NOT labels)
     set(labels unit)
   endif()
-  gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60
-    PROPERTIES TIMEOUT ${A_TIMEOUT} LABELS "${labels}")
+  if(A_FILTER)
+    gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60 TEST_FILTER "${A_FILTER}"
+      PROPERTIES TIMEOUT ${A_TIMEOUT} LABELS "${labels}")
+  else()
+    gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60
+      PROPERTIES TIMEOUT ${A_TIMEOUT} LABELS "${labels}")
+  endif()
 endfunction()

@@ -27,6 +27,9 @@ TEST(CpuRun, BeamSearchOnMatvecFindsAVerifiedFasterKernel) {
   for (const auto& p : db.list_programs({.status = std::string{"verified"}}))
     EXPECT_GE(p.time_ms.value_or(1e300), *best->time_ms) << p.id;
   EXPECT_GE(db.count("verified"), 2);
+  // The replay set's fastest correct kernel (examples/optimize_01_matvec/replay/README.md); the
+  // async schedule must end at the same one (Search.AsyncScheduleReachesTheSameBestAsRounds).
+  EXPECT_NE(best->code.find("# variant: mv-v3\n"), std::string::npos) << best->code.substr(0, 300);
 }
 
 TEST(StrategyAll, RunsOnlyTheStrategiesThatFitThisHost) {  // SPEC §14 A.71

@@ -28,6 +28,20 @@ bool pid_alive(pid_t pid) {
   auto rp = line.rfind(')');
   return rp != std::string::npos && rp + 2 < line.size() && line[rp + 2] != 'Z';
 }
+
+/// The pid a test's shell wrote to `pidfile`; 0 when there is none.
+pid_t pid_in(const std::string& pidfile) {
+  std::ifstream f(pidfile);
+  pid_t pid = 0;
+  f >> pid;
+  return pid;
+}
+
+/// Waits up to 2 s for `pid` to end; true if it is still alive then.
+bool still_alive_after_2s(pid_t pid) {
+  for (int i = 0; i < 100 && pid_alive(pid); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  return pid_alive(pid);
+}
 } // namespace
 
 TEST(Process, CapturesStdoutStderrAndExitCode) {
@@ -64,12 +78,9 @@ TEST(Process, TimeoutKillsTheWholeGroupIncludingGrandchildren) {
   auto r = run_process(sh("sleep 300 & echo $! > " + pidfile + "; wait", 700ms));
   EXPECT_TRUE(r.timed_out);
   EXPECT_FALSE(r.ok());
-  std::ifstream f(pidfile);
-  pid_t gc = 0;
-  f >> gc;
+  const pid_t gc = pid_in(pidfile);
   ASSERT_GT(gc, 0);
-  for (int i = 0; i < 100 && pid_alive(gc); ++i) std::this_thread::sleep_for(20ms);
-  EXPECT_FALSE(pid_alive(gc)) << "grandchild " << gc << " survived the timeout";
+  EXPECT_FALSE(still_alive_after_2s(gc)) << "grandchild " << gc << " survived the timeout";
   std::filesystem::remove_all(dir);
 }
 
@@ -91,12 +102,9 @@ TEST(Stop, EndsARunningGroupWithItsGrandchildrenAndStartsNothingNew) {
   EXPECT_FALSE(r.timed_out);
   EXPECT_FALSE(r.ok());
   EXPECT_EQ(r.describe(), "stopped: the run was interrupted (process group killed)");
-  std::ifstream f(pidfile);
-  pid_t gc = 0;
-  f >> gc;
+  const pid_t gc = pid_in(pidfile);
   ASSERT_GT(gc, 0);
-  for (int i = 0; i < 100 && pid_alive(gc); ++i) std::this_thread::sleep_for(20ms);
-  EXPECT_FALSE(pid_alive(gc)) << "grandchild " << gc << " survived the stop";
+  EXPECT_FALSE(still_alive_after_2s(gc)) << "grandchild " << gc << " survived the stop";
   auto next = run_process(sh("echo should-not-run"));
   EXPECT_FALSE(next.started);
   EXPECT_NE(next.error.find("the run is stopping"), std::string::npos) << next.error;
@@ -201,12 +209,9 @@ TEST(CancelWork, EndsOnlyTheCancelledCandidatesChildrenAndStartsNothingNewForIt)
   neighbour.join();
   EXPECT_TRUE(r.stopped);
   EXPECT_FALSE(r.timed_out);
-  std::ifstream f(pidfile);
-  pid_t gc = 0;
-  f >> gc;
+  const pid_t gc = pid_in(pidfile);
   ASSERT_GT(gc, 0);
-  for (int i = 0; i < 100 && pid_alive(gc); ++i) std::this_thread::sleep_for(20ms);
-  EXPECT_FALSE(pid_alive(gc)) << "grandchild " << gc << " survived its candidate's cancel";
+  EXPECT_FALSE(still_alive_after_2s(gc)) << "grandchild " << gc << " survived its candidate's cancel";
   EXPECT_FALSE(next.started);
   EXPECT_NE(next.error.find("cancelled"), std::string::npos) << next.error;
   EXPECT_TRUE(other.ok()) << other.describe();
