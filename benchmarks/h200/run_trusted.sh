@@ -8,6 +8,10 @@
 #   run_trusted.sh OUT timeout    candidate_timeout_s 15 s against the replay set's hanging kernel
 #   run_trusted.sh OUT busy_fixed / busy_auto   20 s LLM replies (KAGENT_REPLAY_DELAY_S): rounds with
 #                  num_workers 4, and async with num_workers: auto; GPU busy in summary_$what.json
+#   run_trusted.sh OUT busy_wide  the same (20 s replies, async, auto) with a wider search:
+#                  nvidia_matvec_wide.yaml, replay set replay_matvec_wide (make_replay_wide.py);
+#                  busy_wide_fixed: nvidia_matvec_wide_fixed.yaml (num_workers fixed). These also
+#                  keep events.jsonl, program.db, the run's file times and an nvidia-smi sample log.
 set -u
 out=${1:?out}; what=${2:?what}
 root=$(pwd)
@@ -31,19 +35,29 @@ cost2)
     --candidates benchmarks/h200/replay_rmsnorm --peak-gbps 4800 \
     --warmup 10 --repeat 50 --no-back-to-back --json "$out/cost_rmsnorm.json" > "$out/cost_rmsnorm.txt" 2>&1
   echo "rc=$?" >> "$out/cost_rmsnorm.txt" ;;
-run|short|run_every|busy_fixed|busy_auto|timeout)
+run|short|run_every|busy_fixed|busy_auto|busy_wide|busy_wide_fixed|timeout)
   cfg=benchmarks/h200/nvidia_matvec.yaml
   [ "$what" = short ] && cfg=benchmarks/h200/nvidia_matvec_short.yaml
   [ "$what" = run_every ] && cfg=benchmarks/h200/nvidia_matvec_every.yaml
   [ "$what" = timeout ] && cfg=benchmarks/h200/nvidia_matvec_timeout.yaml
   [ "$what" = busy_fixed ] && export KAGENT_REPLAY_DELAY_S=20
   [ "$what" = busy_auto ] && export KAGENT_REPLAY_DELAY_S=20 && cfg=benchmarks/h200/nvidia_matvec_auto.yaml
+  [ "$what" = busy_wide ] && export KAGENT_REPLAY_DELAY_S=20 && cfg=benchmarks/h200/nvidia_matvec_wide.yaml
+  [ "$what" = busy_wide_fixed ] && export KAGENT_REPLAY_DELAY_S=20 && cfg=benchmarks/h200/nvidia_matvec_wide_fixed.yaml
+  smi=
+  case $what in busy_wide*)
+    # The device's own view beside the run's device seconds: kernel-active share per sample.
+    nvidia-smi --query-gpu=timestamp,utilization.gpu,memory.used,power.draw --format=csv,noheader -lms 500 \
+      > "$out/smi_$what.csv" 2>&1 &
+    smi=$! ;;
+  esac
   ( sleep 30; for p in $(pgrep -f "worker.py --zygote"); do echo "zygote $p"; grep -E "address space|data size|processes" /proc/$p/limits; done ) > "$out/limits.txt" 2>&1 &
   export LD_LIBRARY_PATH=$root/.device/lib KAGENT_HOME=$root KAGENT_PYTHON=python3 KAGENT_BWRAP=$bw
   t0=$(date +%s.%N)
   timeout ${RUN_LIMIT_S:-250} "$root/.device/kagent-actors" --strategy $cfg \
     --kernel-dir examples/optimize_01_matvec --run-dir "$out/runs" > "$out/run_$what.log" 2>&1
-  echo "rc=$? wall_s=$(python3 -c "print(round($(date +%s.%N) - $t0, 1))")" >> "$out/run_$what.log"
+  echo "rc=$? wall_s=$(python3 -c "print(round($(date +%s.%N) - $t0, 1))") t0=$t0" >> "$out/run_$what.log"
+  [ -n "$smi" ] && kill "$smi" 2>/dev/null
   d=$(ls -d "$out"/runs/*/ | head -1)
   cp "$d/summary.json" "$out/summary_$what.json" 2>/dev/null
   find "$d" -name invocations.jsonl | while read -r f; do echo "$f $(python3 -c "import json,sys; print(sum(json.loads(l).get('wall_s',0) for l in open(sys.argv[1]) if l.strip()))" "$f")"; done > "$out/profiles_$what.txt" 2>&1
@@ -53,6 +67,12 @@ run|short|run_every|busy_fixed|busy_auto|timeout)
   { ls -la "$d"/workers/gpu0/launchers/shared 2>&1; tail -c 2000 "$d"/workers/gpu0/launchers/build.log 2>&1; } > "$out/launchers_$what.txt"
   grep -h '"concurrency"' "$d"/events.jsonl > "$out/concurrency_$what.txt" 2>/dev/null
   grep -hE '"(candidate_start|candidate_result|note|error)"' "$d"/events.jsonl | cut -c1-400 > "$out/results_$what.txt" 2>/dev/null
+  case $what in busy_wide*)
+    cp "$d/events.jsonl" "$out/events_$what.jsonl" 2>/dev/null
+    cp "$d/program.db" "$out/program_$what.db" 2>/dev/null
+    # When each step of each candidate wrote its files (prompt, reply, kernel.py, logs): the timeline.
+    find "$d" -type f -printf '%T@ %s %P\n' | sort -n > "$out/files_$what.txt" 2>/dev/null ;;
+  esac
   rm -rf "$out/runs" ;;
 esac
 exit 0
