@@ -12,13 +12,9 @@
 
 namespace kagent {
 
-/// Root supervisor of a run. Replies to `waiter` with (finish_atom, exit_code, summary_json) at the end.
-caf::behavior manager_actor(caf::event_based_actor* self, context_ptr ctx, caf::actor waiter);
+// The manager (root supervisor of a run) is a stateful actor: actors/manager.hpp.
 
-/// One per device: owns an evaluator, a profiler and the candidates assigned to this device.
-/// Answers candidate_spec with candidate_result.
-caf::behavior gpu_worker_actor(caf::event_based_actor* self, context_ptr ctx, int worker_index, int device_id,
-                               caf::actor llm, caf::actor manager);
+// The gpu worker of one device is a stateful actor: actors/gpu_worker.hpp.
 
 /// Detached: owns the warm Python harness of one device (or the noop backend). evaluate -> evaluation.
 caf::behavior evaluator_actor(caf::event_based_actor* self, context_ptr ctx, int device_id);
@@ -29,21 +25,13 @@ caf::behavior evaluator_actor(caf::event_based_actor* self, context_ptr ctx, int
 /// profiler's own first failure when its platform is rocm (SPEC §7.4).
 caf::behavior profiler_actor(caf::event_based_actor* self, context_ptr ctx, int device_id, caf::actor manager);
 
-/// Short-lived: profiles a parent (through `worker`), asks the LLM for its bottleneck directions
-/// (or builds the synthetic one), replies analyze_parent -> parent_analysis and quits.
-caf::behavior parent_analysis_actor(caf::event_based_actor* self, context_ptr ctx, caf::actor worker, caf::actor llm);
+// The short-lived analysis of one parent is a stateful actor: actors/analysis.hpp.
 
-/// One in-flight candidate pipeline; sends its candidate_result to `worker` and quits.
-caf::behavior candidate_actor(caf::event_based_actor* self, context_ptr ctx, candidate_spec spec, int device_id,
-                              caf::actor worker, caf::actor evaluator, caf::actor profiler, caf::actor llm);
+// One in-flight candidate pipeline is a stateful actor: actors/candidate.hpp.
 
-/// Concurrency cap, rate limits, retries with backoff, usage accounting. complete -> completion.
-/// Usage of every call goes to `manager` as a store::llm_call_record and to `reporter` as a run_event.
-caf::behavior llm_client_actor(caf::event_based_actor* self, context_ptr ctx, caf::actor manager,
-                               caf::actor reporter);
+// The llm_client (admission, retries, accounting) is a stateful actor: actors/llm_client.hpp.
 
-/// events.jsonl, the progress line, the final summary table.
-caf::behavior reporter_actor(caf::event_based_actor* self, context_ptr ctx);
+// The reporter (events.jsonl, progress line, summary, report.html) is a stateful actor: actors/reporter.hpp.
 
 /// The lock of one device: the evaluator (verify, benchmark) and the profiler hold it for each request,
 /// so that a profile never runs while the same GPU is timing a kernel (SPEC §14 B.91-B.92). Detached

@@ -1,10 +1,6 @@
-// reporter: the run's voice. Appends every event to events.jsonl and folds it into the progress
-// state (platform/report). On a TTY one progress line is redrawn in place (\r) and significant
-// events scroll above it; otherwise each significant event is one plain log line. At the end it
-// prints the summary table and writes report.html; a report that cannot be written is logged,
-// never fatal. report.html is also rewritten while the run goes on (after the starting kernel, at
-// every round's end, at most once a minute on results), so that its auto-refresh shows progress.
-// --quiet keeps only errors, the end line and the summary; colours only on a TTY without NO_COLOR.
+// The reporter's steps (actors/reporter.hpp).
+#include "actors/reporter.hpp"
+
 #include <sys/ioctl.h>
 #include <unistd.h>
 
@@ -15,9 +11,7 @@
 
 #include "actors/actors.hpp"
 #include "platform/report/html_report.hpp"
-#include "platform/report/progress.hpp"
 #include "platform/report/summary_table.hpp"
-#include "platform/store/event_log.hpp"
 
 namespace kagent {
 
@@ -28,24 +22,11 @@ namespace {
 using redraw_atom = caf::atom_constant<caf::atom("rp_redraw")>;
 constexpr auto redraw_interval = std::chrono::seconds(1);
 
-struct reporter_state {
-  std::unique_ptr<store::event_log> log;
-  report::progress_state progress;
-  bool tty = false;
-  bool line_shown = false;  ///< a progress line is on the terminal's last row
-  bool finished = false;
-  bool color = false;       ///< ANSI colours (a TTY, NO_COLOR unset, TERM not "dumb")
-  std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now();
-  double last_report_s = -1;  ///< when report.html was last rewritten mid-run
-
-  double now_s() const { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); }
-};
-
 // Event types that stay in the scrollback on a TTY (a candidate result only when it is a new best).
 bool tty_worthy(const std::string& type, const nlohmann::json& p) {
   if (type == "candidate_result")
     return p.is_object() && p.contains("new_best") && p["new_best"].is_boolean() && p["new_best"].get<bool>();
-  return type != "candidate_start" && type != "llm_usage" && type != "llm_call" && type != "llm_retry";
+  return type != "candidate_start" && type != "llm_call" && type != "llm_retry";
 }
 
 /// With --quiet only these reach the terminal (the summary table always does).
@@ -86,93 +67,112 @@ std::size_t terminal_columns() {
 
 } // namespace
 
-caf::behavior reporter_actor(caf::event_based_actor* self, context_ptr ctx) {
+caf::behavior reporter_actor(caf::stateful_actor<reporter_state>* self, context_ptr ctx) {
+  return self->state.start(self, std::move(ctx));
+}
+
+caf::behavior reporter_state::start(caf::stateful_actor<reporter_state>* self, context_ptr ctx) {
   install_exception_handler(self, "reporter");
-  auto st = std::make_shared<reporter_state>();
-  st->log = std::make_unique<store::event_log>(ctx->run_path + "/events.jsonl");
-  st->tty = ::isatty(STDERR_FILENO) == 1 && !ctx->quiet;
-  st->color = wants_color();
-
-  auto redraw = [=] {
-    std::cerr << "\r\033[K" << report::format_progress_line(st->progress, st->now_s(), terminal_columns())
-              << std::flush;
-    st->line_shown = true;
-  };
-  auto clear_line = [=] {
-    if (st->line_shown) std::cerr << "\r\033[K";
-    st->line_shown = false;
-  };
-
-  if (st->tty) self->delayed_send(self, redraw_interval, redraw_atom::value);
-
+  self_ = self;
+  ctx_ = std::move(ctx);
+  log_ = std::make_unique<store::event_log>(ctx_->run_path + "/events.jsonl");
+  tty_ = ::isatty(STDERR_FILENO) == 1 && !ctx_->quiet;
+  color_ = wants_color();
+  if (tty_) self->delayed_send(self, redraw_interval, redraw_atom::value);
   return {
-      [=](const run_event& e) {
-        nlohmann::json payload = nlohmann::json::parse(e.payload_json, nullptr, false);
-        if (payload.is_discarded()) payload = nlohmann::json{{"text", e.payload_json}};
-        st->log->append(e.type, payload);
-        const double t = st->now_s();
-        report::update(st->progress, e.type, payload, t);
-        const bool verbose = ctx->verbose;
-        if (ctx->quiet) {
-          if (quiet_worthy(e.type))
-            if (auto line = report::format_log_line(st->progress, e.type, payload, t, false))
-              std::cerr << (st->color ? colored(e.type, payload, *line) : *line) << "\n" << std::flush;
-        } else if (st->tty) {
-          if (verbose || tty_worthy(e.type, payload)) {
-            if (auto line = report::format_log_line(st->progress, e.type, payload, t, verbose)) {
-              clear_line();
-              std::cerr << (st->color ? colored(e.type, payload, *line) : *line) << "\n";
-            }
-          }
-          if (!st->finished) redraw();
-        } else if (auto line = report::format_log_line(st->progress, e.type, payload, t, verbose)) {
-          std::cerr << *line << "\n" << std::flush;
-        }
-        // The page of a running run (it refreshes itself): rewritten at milestones, at most once a
-        // minute for ordinary results.
-        const bool milestone = e.type == "initial" || e.type == "round_end";
-        if (!st->finished && (milestone || (e.type == "candidate_result" && t - st->last_report_s >= 60))) {
-          st->last_report_s = t;
-          try {
-            report::write_report_html(ctx->run_path);
-          } catch (const std::exception& ex) {
-            if (!ctx->quiet) std::cerr << "reporter: report.html not updated: " << ex.what() << "\n";
-          }
-        }
-      },
-      [=](redraw_atom) {
-        if (st->finished) return;
-        redraw();
-        self->delayed_send(self, redraw_interval, redraw_atom::value);
-      },
-      [=](finish_atom, const std::string& summary_json) {
-        st->finished = true;
-        if (st->tty) {
-          clear_line();
-          std::cerr << report::format_progress_line(st->progress, st->now_s(), terminal_columns()) << "\n"
-                    << std::flush;
-        }
-        nlohmann::json summary = nlohmann::json::parse(summary_json, nullptr, false);
-        if (!summary.is_object()) summary = nlohmann::json::object();
-        // Devices the run switched to synthetic analysis, as the events told them, when the
-        // summary does not say.
-        if (!summary.contains("synthetic_devices") && !summary.contains("analysis_mode")) {
-          nlohmann::json synthetic = nlohmann::json::array();
-          for (const auto& [gpu, mode] : st->progress.modes)
-            if (mode == "synthetic") synthetic.push_back(gpu);
-          if (!synthetic.empty()) summary["synthetic_devices"] = synthetic;
-        }
-        std::cout << report::format_summary_table(summary);
-        try {
-          const auto path = report::write_report_html(ctx->run_path, summary);
-          std::cout << "  report: " << path.string() << "\n";
-        } catch (const std::exception& ex) {
-          std::cerr << "reporter: report.html not written: " << ex.what() << "\n";
-        }
-        std::cout.flush();
+      [this](const run_event& e) { on_event(e); },
+      [this](redraw_atom) { on_redraw(); },
+      [this](finish_atom, const std::string& summary_json) {
+        on_finish(summary_json);
         return caf::unit;
       },
   };
+}
+
+void reporter_state::on_event(const run_event& e) {
+  nlohmann::json payload = nlohmann::json::parse(e.payload_json, nullptr, false);
+  if (payload.is_discarded()) payload = nlohmann::json{{"text", e.payload_json}};
+  log_->append(e.type, payload);
+  const double t = now_s();
+  report::update(progress_, e.type, payload, t);
+  show(e.type, payload, t);
+  refresh_report(e.type, t);
+}
+
+// What the terminal shows of an event: with --quiet only errors and the end; on a TTY the significant
+// ones above the redrawn progress line; otherwise one plain line each.
+void reporter_state::show(const std::string& type, const nlohmann::json& payload, double t) {
+  const bool verbose = ctx_->verbose;
+  if (ctx_->quiet) {
+    if (quiet_worthy(type))
+      if (auto line = report::format_log_line(progress_, type, payload, t, false))
+        std::cerr << (color_ ? colored(type, payload, *line) : *line) << "\n" << std::flush;
+  } else if (tty_) {
+    if (verbose || tty_worthy(type, payload)) {
+      if (auto line = report::format_log_line(progress_, type, payload, t, verbose)) {
+        clear_line();
+        std::cerr << (color_ ? colored(type, payload, *line) : *line) << "\n";
+      }
+    }
+    if (!finished_) redraw();
+  } else if (auto line = report::format_log_line(progress_, type, payload, t, verbose)) {
+    std::cerr << *line << "\n" << std::flush;
+  }
+}
+
+// The page of a running run (it refreshes itself): rewritten at milestones, at most once a minute for
+// ordinary results.
+void reporter_state::refresh_report(const std::string& type, double t) {
+  const bool milestone = type == "initial" || type == "round_end";
+  if (finished_ || !(milestone || (type == "candidate_result" && t - last_report_s_ >= 60))) return;
+  last_report_s_ = t;
+  try {
+    report::write_report_html(ctx_->run_path);
+  } catch (const std::exception& ex) {
+    if (!ctx_->quiet) std::cerr << "reporter: report.html not updated: " << ex.what() << "\n";
+  }
+}
+
+void reporter_state::on_redraw() {
+  if (finished_) return;
+  redraw();
+  self_->delayed_send(self_, redraw_interval, redraw_atom::value);
+}
+
+void reporter_state::on_finish(const std::string& summary_json) {
+  finished_ = true;
+  if (tty_) {
+    clear_line();
+    std::cerr << report::format_progress_line(progress_, now_s(), terminal_columns()) << "\n" << std::flush;
+  }
+  nlohmann::json summary = nlohmann::json::parse(summary_json, nullptr, false);
+  if (!summary.is_object()) summary = nlohmann::json::object();
+  // Devices the run switched to synthetic analysis, as the events told them, when the summary does not
+  // say.
+  if (!summary.contains("synthetic_devices") && !summary.contains("analysis_mode")) {
+    nlohmann::json synthetic = nlohmann::json::array();
+    for (const auto& [gpu, mode] : progress_.modes)
+      if (mode == "synthetic") synthetic.push_back(gpu);
+    if (!synthetic.empty()) summary["synthetic_devices"] = synthetic;
+  }
+  std::cout << report::format_summary_table(summary);
+  try {
+    const auto path = report::write_report_html(ctx_->run_path, summary);
+    std::cout << "  report: " << path.string() << "\n";
+  } catch (const std::exception& ex) {
+    std::cerr << "reporter: report.html not written: " << ex.what() << "\n";
+  }
+  std::cout.flush();
+}
+
+void reporter_state::redraw() {
+  std::cerr << "\r\033[K" << report::format_progress_line(progress_, now_s(), terminal_columns()) << std::flush;
+  line_shown_ = true;
+}
+
+void reporter_state::clear_line() {
+  if (line_shown_) std::cerr << "\r\033[K";
+  line_shown_ = false;
 }
 
 } // namespace kagent

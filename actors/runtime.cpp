@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "actors/actors.hpp"
+#include "actors/manager.hpp"
 #include "platform/common/errors.hpp"
 #include "platform/common/stop.hpp"
 #include "platform/common/redact.hpp"
@@ -101,15 +102,13 @@ resume_target read_resume_target(const std::string& run_dir, int extend_to_round
   return t;
 }
 
-run_outcome run_optimization(const run_request& req) {
-  run_outcome out;
-  const bool resuming = !req.resume_dir.empty();
-  if (resuming) (void)read_resume_target(req.resume_dir, req.extend_to_rounds);
-  check_kernel_dir(req.kernel_dir);
+namespace {
 
+/// What the run reads of its request and kernel directory before anything else.
+std::shared_ptr<run_context> context_from(const run_request& req) {
   auto ctx = std::make_shared<run_context>();
   ctx->cfg = req.cfg;
-  ctx->resume = resuming;
+  ctx->resume = !req.resume_dir.empty();
   ctx->kernel_dir = fs::absolute(req.kernel_dir).lexically_normal().string();
   ctx->problem_path = (fs::path(ctx->kernel_dir) / "problem.py").string();
   ctx->test_path = (fs::path(ctx->kernel_dir) / "test.py").string();
@@ -124,19 +123,13 @@ run_outcome run_optimization(const run_request& req) {
   if (const char* f = std::getenv("KAGENT_INJECT_FAULT"); f) ctx->inject_fault = f;
   if (ctx->cfg.llm.provider == "replay" && ctx->cfg.llm.replay_dir.empty())
     ctx->cfg.llm.replay_dir = (fs::path(ctx->kernel_dir) / "replay").string();
+  return ctx;
+}
 
-  // Devices: detection by the CLI tools only; this process never touches a GPU runtime and never
-  // changes its own environment (SPEC §10.2 rules 12-13).
-  // Secrets leave our own environment before anything reads it (main already took the default
-  // patterns; this adds the config's and llm.api_key_env): no child can inherit them, and
-  // /proc/<our pid>/environ no longer shows them. No thread but this one runs yet.
-  std::vector<std::string> secret_patterns = default_secret_patterns();
-  secret_patterns.insert(secret_patterns.end(), ctx->cfg.secret_env_patterns.begin(), ctx->cfg.secret_env_patterns.end());
-  std::vector<std::string> secret_names;
-  if (!ctx->cfg.llm.api_key_env.empty()) secret_names.push_back(ctx->cfg.llm.api_key_env);
-  scrub_own_environment(secret_patterns, secret_names);
-  const env_map env = current_environment();
-  std::vector<std::string> notes;
+/// The devices of the run: the configured ones on a GPU-less platform, else what the vendor's CLI tool
+/// lists under the visibility masks (this process never touches a GPU runtime, SPEC §10.2 rules 12-13).
+void select_devices(run_context& rc, const env_map& env, std::vector<std::string>& notes) {
+  auto* ctx = &rc;
   check_mask_conflict(env);  // for every strategy, before anything else (SPEC §10.2 rule 2)
   if (platform_needs_no_gpu(ctx->cfg.platform)) {
     ctx->device_ids = ctx->cfg.gpu_ids.empty() ? std::vector<int>{0} : ctx->cfg.gpu_ids;
@@ -153,88 +146,177 @@ run_outcome run_optimization(const run_request& req) {
     if (!choice.note.empty()) notes.push_back(choice.note);
     notes.push_back("devices: " + sel.reason);
   }
-  {
-    // Probed once here; "bwrap" required but broken is a configuration error (exit 2).
-    auto plan = plan_sandbox(ctx->cfg.sandbox.mode, {});
-    ctx->sandbox_mode = plan.mode;
-    ctx->sandbox_warning = plan.warning;
-    if (!plan.warning.empty()) notes.push_back(plan.warning);
-    // Every candidate process (the harness's workers, the user's test.py) runs under this prefix;
-    // "{scratch}" is the one directory it may write. CUDA IPC between the judge and its workers
-    // needs the host's /dev/shm.
-    sandbox_request r;
-    r.writable = {"{scratch}"};
-    std::error_code ec;
-    r.readable = {ctx->kernel_dir, ctx->install_root};
-    if (auto py = fs::canonical(ctx->python, ec); !ec) r.readable.push_back(py.parent_path().parent_path().string());
-    r.hidden = {fs::absolute(".env").string()};
-    r.vendor = ctx->vendor;
-    r.limits = limits_from_config(ctx->cfg.sandbox, ctx->vendor, std::max(600.0, 2 * ctx->cfg.candidate_timeout_s));
-    r.share_dev_shm = !ctx->vendor.empty();
-    ctx->sandbox_prefix = plan_sandbox(ctx->sandbox_mode, r).prefix;
+}
+
+/// The sandbox every candidate process runs under, probed once: "bwrap" required but broken is a
+/// configuration error (exit 2).
+void plan_candidate_sandbox(run_context& rc, std::vector<std::string>& notes) {
+  auto* ctx = &rc;
+  auto plan = plan_sandbox(ctx->cfg.sandbox.mode, {});
+  ctx->sandbox_mode = plan.mode;
+  ctx->sandbox_warning = plan.warning;
+  if (!plan.warning.empty()) notes.push_back(plan.warning);
+  // Every candidate process (the harness's workers, the user's test.py) runs under this prefix;
+  // "{scratch}" is the one directory it may write. CUDA IPC between the judge and its workers
+  // needs the host's /dev/shm.
+  sandbox_request r;
+  r.writable = {"{scratch}"};
+  std::error_code ec;
+  r.readable = {ctx->kernel_dir, ctx->install_root};
+  if (auto py = fs::canonical(ctx->python, ec); !ec) r.readable.push_back(py.parent_path().parent_path().string());
+  r.hidden = {fs::absolute(".env").string()};
+  r.vendor = ctx->vendor;
+  r.limits = limits_from_config(ctx->cfg.sandbox, ctx->vendor, std::max(600.0, 2 * ctx->cfg.candidate_timeout_s));
+  r.share_dev_shm = !ctx->vendor.empty();
+  ctx->sandbox_prefix = plan_sandbox(ctx->sandbox_mode, r).prefix;
+}
+
+/// A provider for `ps`, checked by a preflight call unless it replays or llm.preflight is off.
+std::shared_ptr<llm_provider> checked_provider(run_context& rc, const provider_settings& ps) {
+  auto* ctx = &rc;
+  if (!ps.api_key_env.empty()) ctx->child_env.erase(ps.api_key_env);
+  auto provider = make_provider(ps);
+  if (ctx->cfg.llm.preflight && ps.provider != "replay") {
+    // Before the long initial phase and before any directory exists: a refused key, an endpoint that
+    // does not answer or an unknown model is one line, exit 2.
+    const auto endpoint = ps.base_url.empty() ? std::string{"its default endpoint"} : ps.base_url;
+    auto quick = make_provider(preflight_settings(ps));
+    auto pf = run_preflight(*quick, ps.model);
+    if (pf.result == preflight_outcome::verdict::fatal)
+      throw user_error(fmt::format("LLM preflight failed for {} model {} at {}: {} (check the key{}, --model and "
+                                   "--base-url; llm.preflight: false skips this check)",
+                                   ps.provider, ps.model, endpoint, redact(pf.message),
+                                   ps.api_key_env.empty() ? "" : " in " + ps.api_key_env));
+    if (pf.result == preflight_outcome::verdict::transient)
+      ctx->notes.push_back("LLM preflight got a transient answer (the run retries): " + redact(pf.message));
   }
+  return provider;
+}
+
+/// The LLM provider, before anything is created: a missing key, an unknown provider or a malformed
+/// replay set is one line and exit 2, never a run whose every call fails.
+void connect_llm(run_context& rc, const env_map& env, const std::vector<std::string>& secret_patterns) {
+  auto* ctx = &rc;
+  const auto dotenv = load_dotenv(".env");
+  for (const auto& [k, v] : dotenv)
+    if (scrub_env({{k, v}}, secret_patterns).empty()) register_secret(k, v);
+  auto llm_env = merge_env(merge_env(env, scrubbed_secrets()), dotenv);
+  auto settings = resolve_provider(ctx->cfg.llm, ctx->cfg.openai_model, llm_env);
+  register_secret(settings.api_key_env, settings.api_key);  // also when it came from .env
+  // `auto` is resolved once, here: every request names the model it picked.
+  if (ctx->cfg.openai_model == "auto") ctx->cfg.openai_model = settings.model;
+  if (ctx->cfg.llm.model == "auto") ctx->cfg.llm.model = settings.model;
+  for (auto& m : ctx->cfg.strategy_cfg.models)
+    if (m == "auto") m = settings.model;
+  ctx->llm_chosen = {settings.provider, settings.model,
+                     settings.provider == "replay" ? settings.replay_dir : settings.base_url, settings.reason,
+                     settings.api_key_env};
+  std::vector<std::string> keys{settings.api_key};
+  ctx->llm = checked_provider(*ctx, settings);
+  // strategy_config.models: each model reaches its own provider (its entry's provider, base_url
+  // and api_key_env, else the llm block's rules applied to that model), so one run can ask
+  // Anthropic and OpenAI models side by side.
+  std::map<std::string, std::shared_ptr<llm_provider>> by_model;
+  for (const auto& m : ctx->cfg.strategy_cfg.models) {
+    if (m == settings.model || by_model.count(m)) continue;
+    const auto c = config_for_model(ctx->cfg.llm, m, ctx->cfg.strategy_cfg.model_endpoints);
+    auto ms = resolve_provider(c, m, llm_env);
+    register_secret(ms.api_key_env, ms.api_key);
+    keys.push_back(ms.api_key);
+    by_model[m] = checked_provider(*ctx, ms);
+    ctx->llm_models.push_back({ms.provider, ms.model, ms.provider == "replay" ? ms.replay_dir : ms.base_url,
+                               ms.reason, ms.api_key_env});
+  }
+  if (!by_model.empty()) ctx->llm = std::make_shared<model_router>(ctx->llm, std::move(by_model));
+  if (!ctx->llm_record_dir.empty())
+    ctx->llm = std::make_shared<recording_provider>(ctx->llm, ctx->llm_record_dir, keys);
+}
+
+// torch.compile of the reference leaves inductor's cache (about 118 MB of precompiled headers on a
+// GPU host) in the evaluator's TMPDIR under workers/: removed once the actor system, and with it
+// every evaluator, is gone (this guard is destroyed after `sys`).
+struct drop_inductor_caches {
+  fs::path workers;
+  ~drop_inductor_caches() {
+    std::error_code ec;
+    if (!fs::is_directory(workers, ec)) return;
+    for (const auto& w : fs::directory_iterator(workers, ec)) {
+      const auto tmp = w.path() / "tmp";
+      if (!fs::is_directory(tmp, ec)) continue;
+      for (const auto& e : fs::directory_iterator(tmp, ec))
+        if (e.path().filename().string().starts_with("torchinductor_")) fs::remove_all(e.path(), ec);
+    }
+  }
+};
+
+/// Starts the manager and waits for its end; Ctrl-C / SIGTERM is passed on as a graceful stop.
+void drive_manager(caf::actor_system& sys, context_ptr ctx, run_outcome& out) {
+  caf::scoped_actor waiter{sys};
+  auto mgr = sys.spawn(manager_actor, context_ptr{ctx}, caf::actor{waiter}, real_gpu_workers(ctx));
+  waiter->monitor(mgr);
+  waiter->send(mgr, start_atom::value);
+  bool done = false;
+  bool stopping = false;
+  auto on_signal = [&] {
+    const int sig = stop_signal();
+    if (sig == 0 || stopping) return;
+    stopping = true;
+    std::cerr << "\nkagent-actors: " << stop_signal_name(sig)
+              << ": stopping (in-flight candidates end now and stay pending for --resume; press Ctrl-C again "
+                 "to quit at once)\n";
+    // The manager stops recording results and its workers end their candidates; only then are the
+    // children killed, so nothing that dies of the stop is recorded as a failure.
+    waiter->request(mgr, std::chrono::seconds(5), interrupt_atom::value, sig)
+        .receive([](bool) {}, [](caf::error&) {});
+    request_stop();
+    signal_child_groups(SIGKILL);
+  };
+  while (!done) {
+    waiter->receive(
+        [&](finish_atom, int code, const std::string& summary) {
+          out.exit_code = code;
+          out.summary = nlohmann::json::parse(summary);
+          if (code != 0) out.error = out.summary.value("error", "run failed");
+          done = true;
+        },
+        [&](const caf::down_msg& dm) {
+          out.exit_code = 1;
+          out.error = "the manager failed: " + sys.render(dm.reason);
+          done = true;
+        },
+        caf::after(std::chrono::milliseconds(100)) >> on_signal);
+  }
+}
+
+} // namespace
+
+run_outcome run_optimization(const run_request& req) {
+  run_outcome out;
+  const bool resuming = !req.resume_dir.empty();
+  if (resuming) (void)read_resume_target(req.resume_dir, req.extend_to_rounds);
+  check_kernel_dir(req.kernel_dir);
+  auto ctx = context_from(req);
+  // Devices: detection by the CLI tools only; this process never touches a GPU runtime and never
+  // changes its own environment (SPEC §10.2 rules 12-13).
+  // Secrets leave our own environment before anything reads it (main already took the default
+  // patterns; this adds the config's and llm.api_key_env): no child can inherit them, and
+  // /proc/<our pid>/environ no longer shows them. No thread but this one runs yet.
+  std::vector<std::string> secret_patterns = default_secret_patterns();
+  secret_patterns.insert(secret_patterns.end(), ctx->cfg.secret_env_patterns.begin(), ctx->cfg.secret_env_patterns.end());
+  std::vector<std::string> secret_names;
+  if (!ctx->cfg.llm.api_key_env.empty()) secret_names.push_back(ctx->cfg.llm.api_key_env);
+  scrub_own_environment(secret_patterns, secret_names);
+  const env_map env = current_environment();
+  std::vector<std::string> notes;
+  select_devices(*ctx, env, notes);
+  plan_candidate_sandbox(*ctx, notes);
   ctx->notes = notes;
   ctx->cfg.target_platform = prompt_target_platform(ctx->cfg.target_platform, ctx->vendor, ctx->cfg.platform.verifier);
   ctx->test_timeout_s = resolve_test_timeout_s(ctx->cfg.test_timeout_s,
                                                ctx->vendor.empty() ? ctx->cfg.platform.verifier : ctx->vendor);
   ctx->child_env = scrub_env(env, secret_patterns);
 
-  // The LLM provider, before anything is created: a missing key, an unknown provider or a malformed
-  // replay set is one line and exit 2, never a run whose every call fails.
-  {
-    const auto dotenv = load_dotenv(".env");
-    for (const auto& [k, v] : dotenv)
-      if (scrub_env({{k, v}}, secret_patterns).empty()) register_secret(k, v);
-    auto llm_env = merge_env(merge_env(env, scrubbed_secrets()), dotenv);
-    auto settings = resolve_provider(ctx->cfg.llm, ctx->cfg.openai_model, llm_env);
-    register_secret(settings.api_key_env, settings.api_key);  // also when it came from .env
-    // `auto` is resolved once, here: every request names the model it picked.
-    if (ctx->cfg.openai_model == "auto") ctx->cfg.openai_model = settings.model;
-    if (ctx->cfg.llm.model == "auto") ctx->cfg.llm.model = settings.model;
-    for (auto& m : ctx->cfg.strategy_cfg.models)
-      if (m == "auto") m = settings.model;
-    ctx->llm_chosen = {settings.provider, settings.model,
-                       settings.provider == "replay" ? settings.replay_dir : settings.base_url, settings.reason,
-                       settings.api_key_env};
-    std::vector<std::string> keys{settings.api_key};
-    auto build = [&](const provider_settings& ps) {
-      if (!ps.api_key_env.empty()) ctx->child_env.erase(ps.api_key_env);
-      auto provider = make_provider(ps);
-      if (ctx->cfg.llm.preflight && ps.provider != "replay") {
-        // Before the long initial phase and before any directory exists: a refused key, an endpoint
-        // that does not answer or an unknown model is one line, exit 2.
-        const auto endpoint = ps.base_url.empty() ? std::string{"its default endpoint"} : ps.base_url;
-        auto quick = make_provider(preflight_settings(ps));
-        auto pf = run_preflight(*quick, ps.model);
-        if (pf.result == preflight_outcome::verdict::fatal)
-          throw user_error(fmt::format("LLM preflight failed for {} model {} at {}: {} (check the key{}, --model and "
-                                       "--base-url; llm.preflight: false skips this check)",
-                                       ps.provider, ps.model, endpoint, redact(pf.message),
-                                       ps.api_key_env.empty() ? "" : " in " + ps.api_key_env));
-        if (pf.result == preflight_outcome::verdict::transient)
-          ctx->notes.push_back("LLM preflight got a transient answer (the run retries): " + redact(pf.message));
-      }
-      return provider;
-    };
-    ctx->llm = build(settings);
-    // strategy_config.models: each model reaches its own provider (its entry's provider, base_url
-    // and api_key_env, else the llm block's rules applied to that model), so one run can ask
-    // Anthropic and OpenAI models side by side.
-    std::map<std::string, std::shared_ptr<llm_provider>> by_model;
-    for (const auto& m : ctx->cfg.strategy_cfg.models) {
-      if (m == settings.model || by_model.count(m)) continue;
-      const auto c = config_for_model(ctx->cfg.llm, m, ctx->cfg.strategy_cfg.model_endpoints);
-      auto ms = resolve_provider(c, m, llm_env);
-      register_secret(ms.api_key_env, ms.api_key);
-      keys.push_back(ms.api_key);
-      by_model[m] = build(ms);
-      ctx->llm_models.push_back({ms.provider, ms.model, ms.provider == "replay" ? ms.replay_dir : ms.base_url,
-                                 ms.reason, ms.api_key_env});
-    }
-    if (!by_model.empty()) ctx->llm = std::make_shared<model_router>(ctx->llm, std::move(by_model));
-    if (!ctx->llm_record_dir.empty())
-      ctx->llm = std::make_shared<recording_provider>(ctx->llm, ctx->llm_record_dir, keys);
-  }
+  connect_llm(*ctx, env, secret_patterns);
 
   const std::string hint = sanitize(ctx->cfg.name + "-" + fs::path(ctx->kernel_dir).filename().string());
   auto rd = resuming ? store::run_directory::open_existing(req.resume_dir)
@@ -243,22 +325,8 @@ run_outcome run_optimization(const run_request& req) {
   ctx->run_path = fs::absolute(rd.path()).string();
   out.run_path = ctx->run_path;
 
-  // torch.compile of the reference leaves inductor's cache (about 118 MB of precompiled headers on a
-  // GPU host) in the evaluator's TMPDIR under workers/: removed once the actor system, and with it
-  // every evaluator, is gone (this guard is destroyed after `sys`).
-  struct drop_inductor_caches {
-    fs::path workers;
-    ~drop_inductor_caches() {
-      std::error_code ec;
-      if (!fs::is_directory(workers, ec)) return;
-      for (const auto& w : fs::directory_iterator(workers, ec)) {
-        const auto tmp = w.path() / "tmp";
-        if (!fs::is_directory(tmp, ec)) continue;
-        for (const auto& e : fs::directory_iterator(tmp, ec))
-          if (e.path().filename().string().starts_with("torchinductor_")) fs::remove_all(e.path(), ec);
-      }
-    }
-  } inductor_guard{fs::path(ctx->run_path) / "workers"};
+  // Destroyed after `sys`, so once every evaluator is gone.
+  drop_inductor_caches inductor_guard{fs::path(ctx->run_path) / "workers"};
 
   // Ctrl-C / SIGTERM from here on: the first is handled below (a graceful stop), a second ends the
   // process at once (platform/common/stop.hpp). The handlers go when the run is over.
@@ -269,43 +337,7 @@ run_outcome run_optimization(const run_request& req) {
 
   system_config cfg;
   caf::actor_system sys{cfg};
-  {
-    caf::scoped_actor waiter{sys};
-    auto mgr = sys.spawn(manager_actor, context_ptr{ctx}, caf::actor{waiter});
-    waiter->monitor(mgr);
-    waiter->send(mgr, start_atom::value);
-    bool done = false;
-    bool stopping = false;
-    auto on_signal = [&] {
-      const int sig = stop_signal();
-      if (sig == 0 || stopping) return;
-      stopping = true;
-      std::cerr << "\nkagent-actors: " << stop_signal_name(sig)
-                << ": stopping (in-flight candidates end now and stay pending for --resume; press Ctrl-C again "
-                   "to quit at once)\n";
-      // The manager stops recording results and its workers end their candidates; only then are the
-      // children killed, so nothing that dies of the stop is recorded as a failure.
-      waiter->request(mgr, std::chrono::seconds(5), interrupt_atom::value, sig)
-          .receive([](bool) {}, [](caf::error&) {});
-      request_stop();
-      signal_child_groups(SIGKILL);
-    };
-    while (!done) {
-      waiter->receive(
-          [&](finish_atom, int code, const std::string& summary) {
-            out.exit_code = code;
-            out.summary = nlohmann::json::parse(summary);
-            if (code != 0) out.error = out.summary.value("error", "run failed");
-            done = true;
-          },
-          [&](const caf::down_msg& dm) {
-            out.exit_code = 1;
-            out.error = "the manager failed: " + sys.render(dm.reason);
-            done = true;
-          },
-          caf::after(std::chrono::milliseconds(100)) >> on_signal);
-    }
-  }
+  drive_manager(sys, ctx, out);
   return out;
 }
 

@@ -33,6 +33,9 @@ using mode_atom = caf::atom_constant<caf::atom("mode")>;
 using interrupt_atom = caf::atom_constant<caf::atom("interrupt")>;
 /// (step_atom, what): the evaluator's current step of the starting kernel's evaluation, to the manager.
 using step_atom = caf::atom_constant<caf::atom("step")>;
+/// (best_atom) -> double: the run's best time now (not_measured when none), asked by a candidate right
+/// before its benchmark, so that `user_test: best` is decided against the best of that moment.
+using best_atom = caf::atom_constant<caf::atom("best")>;
 
 // ---- LLM -----------------------------------------------------------------------------------------
 struct chat_message {
@@ -96,6 +99,7 @@ struct evaluation {
   std::string stdout_tail;
   std::string stderr_tail;
   double wall_s = 0;
+  double user_test_s = 0;       ///< of wall_s, the kernel directory's test.py run
 };
 
 /// A profile of one kernel on a gpu worker's device. label: baseline, sol, final.
@@ -180,7 +184,8 @@ struct candidate_result {
   std::vector<store::attempt_record> attempt;
   std::vector<store::reflexion_record> reflexion;
   std::string profile_json;     ///< SOL profile of the new kernel {"metrics", "roofline"}; "" = none
-  double device_s = 0;          ///< time this candidate held the device (verify, benchmark, profile)
+  double device_s = 0;          ///< time this candidate held the device (verify, benchmark, test.py, profile)
+  double user_test_s = 0;       ///< of device_s, the kernel directory's test.py run
   double llm_s = 0;             ///< time spent waiting for LLM replies
   double floor_pct = not_measured;  ///< achieved fraction of the physics floor, in %
   double time_spread_pct = not_measured;  ///< interquartile range of the timed calls over their median, in %
@@ -245,7 +250,7 @@ template <class I>
 typename I::result_type inspect(I& f, evaluation& x) {
   return f(caf::meta::type_name("evaluation"), x.candidate_id, x.verified, x.benchmarked, x.time_ms,
            x.time_spread_pct, x.eager_ms, x.compile_ms, x.error, x.failure_cause, x.code_hash, x.floor_pct,
-           x.stdout_tail, x.stderr_tail, x.wall_s);
+           x.stdout_tail, x.stderr_tail, x.wall_s, x.user_test_s);
 }
 template <class I>
 typename I::result_type inspect(I& f, profile& x) {
@@ -273,7 +278,8 @@ template <class I>
 typename I::result_type inspect(I& f, candidate_result& x) {
   return f(caf::meta::type_name("candidate_result"), x.candidate_id, x.parent_id, x.round, x.gpu_id, x.ok, x.code,
            x.time_ms, x.error, x.failure_cause, x.code_hash, x.bottleneck, x.model, x.attempt,
-           x.reflexion, x.profile_json, x.device_s, x.llm_s, x.floor_pct, x.time_spread_pct);
+           x.reflexion, x.profile_json, x.device_s, x.user_test_s, x.llm_s, x.floor_pct,
+           x.time_spread_pct);
 }
 template <class I>
 typename I::result_type inspect(I& f, dedup_query& x) {

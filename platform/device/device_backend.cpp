@@ -71,6 +71,7 @@ bool run_user_test(const device_settings& s, const env_map& env, const std::stri
   fs::remove_all(dir / "triton", ec);
   fs::remove_all(dir / "tmp", ec);
   e.wall_s += r.wall_s;
+  e.user_test_s += r.wall_s;
   if (r.ok() && r.out.find("PASS") != std::string::npos) {
     e.user_tested = true;
     return true;

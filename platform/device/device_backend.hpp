@@ -73,6 +73,7 @@ struct device_result {
   std::string stdout_tail;
   std::string stderr_tail;
   double wall_s = 0;
+  double user_test_s = 0;      ///< of wall_s, the kernel directory's test.py run
 };
 
 class device_backend {

@@ -68,7 +68,7 @@ int progress_state::running() const {
 }
 
 llm_tally progress_state::llm() const {
-  llm_tally best = llm_usage;
+  llm_tally best;
   auto take = [&](const llm_tally& t) {
     best.calls = std::max(best.calls, t.calls);
     best.failed_calls = std::max(best.failed_calls, t.failed_calls);
@@ -151,8 +151,6 @@ void update(progress_state& st, const std::string& type, const nlohmann::json& p
   } else if (type == "round_end") {
     note_best(st, p, "best_ms");
     if (auto id = text_of(p, "best_program_id"); !id.empty()) st.best_program_id = id;
-  } else if (type == "llm_usage") {
-    add_call(st.llm_usage, p);
   } else if (type == "llm_call") {
     add_call(st.llm_calls, p);
     if (p.is_object() && p.contains("run_totals") && p["run_totals"].is_object()) {
@@ -362,7 +360,7 @@ std::optional<std::string> format_log_line(const progress_state& st, const std::
   if (type == "candidate_start")
     return say(fmt::format("{} started on {} (parent {})", text_of(p, "candidate_id"), gpu_label(p),
                            text_of(p, "parent_id").empty() ? "?" : text_of(p, "parent_id")));
-  if (type == "llm_usage" || type == "llm_call")
+  if (type == "llm_call")
     return say(fmt::format("LLM {} {}{} {}: {} in, {} out, {}", text_of(p, "purpose"), text_of(p, "model"),
                            text_of(p, "provider").empty() ? "" : " via " + text_of(p, "provider"),
                            text_of(p, "ok") == "false" ? "failed" : "ok", int_or(p, "tokens_in", 0),

@@ -50,7 +50,6 @@ struct progress_state {
   /// seconds and device capacity (wall x devices), so elapsed time and GPU busy are run totals.
   double prior_wall_s = 0, prior_device_s = 0, prior_capacity_s = 0;
   double llm_s = 0;               ///< sum of candidate_result.llm_s
-  llm_tally llm_usage;            ///< from llm_usage events
   llm_tally llm_calls;            ///< from llm_call events (the llm_client's own report)
   std::optional<llm_tally> llm_run_totals;  ///< llm_call.run_totals, when present (the client's ledger)
   std::map<int, std::string> modes;  ///< gpu id -> analysis mode, from mode_change events
@@ -65,8 +64,8 @@ struct progress_state {
   /// Candidates started and not finished: from candidate_start events when the run sends them,
   /// else the current round's candidates without a result.
   int running() const;
-  /// The LLM usage to show: the larger of the two event sources, so that a run sending both
-  /// llm_usage and llm_call does not count a call twice.
+  /// The LLM usage to show: the llm_call events' tally, or the client's own run totals where they
+  /// are larger (llm_call.run_totals, from its usage ledger).
   llm_tally llm() const;
   /// GPU busy percentage at `now_s`: device_s / (wall time x devices) x 100; nullopt before
   /// any device_s was reported or when no wall time has passed.
@@ -83,7 +82,7 @@ void update(progress_state& st, const std::string& type, const nlohmann::json& p
 std::string format_progress_line(const progress_state& st, double now_s, std::size_t columns = 120);
 
 /// The plain log line for an event (already folded into `st` by update), or nullopt for events
-/// that only a verbose log shows (candidate_start, llm_usage, llm_call, unknown types).
+/// that only a verbose log shows (candidate_start, llm_call, unknown types).
 std::optional<std::string> format_log_line(const progress_state& st, const std::string& type,
                                            const nlohmann::json& payload, double t_s, bool verbose = false);
 

@@ -200,6 +200,12 @@ TEST(UserTest, DecidesBeforeACandidateBecomesTheBest) {
   EXPECT_NE(bad.error.value_or("").find("test.py failed"), std::string::npos) << bad.error.value_or("");
   EXPECT_NE(slurp(o.run_dir / "candidates" / bad.id / "user_test.log").find("edge case of 50 rows"), std::string::npos);
   EXPECT_TRUE(fs::exists(o.run_dir / "candidates" / bad.id / "user_test.log"));
+  // Its device time names the test.py run apart (num_workers: auto sizes pipelines without it).
+  double user_test_s = -1;
+  for (const auto& e : events(o.run_dir))
+    if (e.value("type", "") == "candidate_result" && e.value("candidate_id", "") == bad.id)
+      user_test_s = e.value("user_test_s", -1.0);
+  EXPECT_GT(user_test_s, 0.0);
   EXPECT_EQ(o.by_name.at("honest_control.py").status, "verified");
   EXPECT_EQ(o.summary.value("best_program_id", ""), o.by_name.at("honest_control.py").id);
   EXPECT_GE(o.summary["failures_by_cause"].value("user_test", 0), 1);

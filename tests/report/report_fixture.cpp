@@ -157,7 +157,7 @@ fs::path make_finished_run(const fs::path& base) {
     c.cost_usd = 0.01;
     c.ok = i != 1;
     db.record_llm_call(c);
-    log.append("llm_usage", {{"purpose", c.purpose}, {"model", c.model}, {"tokens_in", 1000}, {"tokens_out", 500},
+    log.append("llm_call", {{"purpose", c.purpose}, {"model", c.model}, {"tokens_in", 1000}, {"tokens_out", 500},
                              {"cost_usd", 0.01}, {"ok", c.ok}});
   }
   log.append("run_end", {{"success", true}, {"best_ms", 1.0}, {"error", ""}});

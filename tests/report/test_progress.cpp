@@ -24,8 +24,8 @@ progress_state rounds_run() {
                                   {"device_s", 20.0}, {"llm_s", 40.0}}, 1050);
   update(st, "candidate_result", {{"candidate_id", "r2_c1"}, {"ok", false}, {"time_ms", nullptr},
                                   {"failure_cause", "verification"}, {"device_s", 10.0}}, 1060);
-  update(st, "llm_usage", {{"purpose", "optimize"}, {"tokens_in", 1000}, {"tokens_out", 200}, {"cost_usd", 0.02}, {"ok", true}}, 1020);
-  update(st, "llm_usage", {{"purpose", "optimize"}, {"tokens_in", 250}, {"tokens_out", 50}, {"cost_usd", 0.01}, {"ok", false}}, 1030);
+  update(st, "llm_call", {{"purpose", "optimize"}, {"tokens_in", 1000}, {"tokens_out", 200}, {"cost_usd", 0.02}, {"ok", true}}, 1020);
+  update(st, "llm_call", {{"purpose", "optimize"}, {"tokens_in", 250}, {"tokens_out", 50}, {"cost_usd", 0.01}, {"ok", false}}, 1030);
   update(st, "mode_change", {{"gpu_id", 1}, {"mode", "synthetic"}, {"reason", "rocprofv3 timed out"}}, 1070);
   return st;
 }
@@ -160,7 +160,7 @@ TEST(ProgressLine, ManySyntheticGpusAreCountedAndTheLineStaysWithin120Columns) {
   update(st, "initial", {{"initial_ms", 123456.789}}, 1);
   update(st, "round_start", {{"round", 999}, {"candidates", 64}}, 2);
   for (int g = 0; g < 8; ++g) update(st, "mode_change", {{"gpu_id", g}, {"mode", "synthetic"}}, 3);
-  update(st, "llm_usage", {{"tokens_in", 123456789012}, {"tokens_out", 1}, {"cost_usd", 12345.678}}, 4);
+  update(st, "llm_call", {{"tokens_in", 123456789012}, {"tokens_out", 1}, {"cost_usd", 12345.678}}, 4);
   const auto line = format_progress_line(st, 360000);
   // Too long for one line: the LLM tally goes first, and the modes stay visible at the end.
   EXPECT_THAT(line, testing::EndsWith(" | GPU n/a | 8 GPUs synthetic"));
@@ -172,18 +172,6 @@ TEST(ProgressLine, ManySyntheticGpusAreCountedAndTheLineStaysWithin120Columns) {
   EXPECT_THAT(narrow, testing::EndsWith("... | 8 GPUs synthetic"));
   EXPECT_THAT(narrow, HasSubstr("round 999/1000"));
   EXPECT_LE(narrow.size(), 60u);
-}
-
-TEST(ProgressLine, LlmCallsReportedTwiceAreNotCountedTwice) {
-  progress_state st;
-  const json call = {{"purpose", "optimize"}, {"tokens_in", 100}, {"tokens_out", 10}, {"cost_usd", 0.5}, {"ok", true}};
-  json with_totals = call;
-  with_totals["run_totals"] = {{"tokens_in", 100}, {"tokens_out", 10}, {"cost_usd", 0.5}};
-  update(st, "llm_usage", call, 0);
-  update(st, "llm_call", with_totals, 0);
-  EXPECT_EQ(st.llm().calls, 1);
-  EXPECT_EQ(st.llm().tokens_in, 100);
-  EXPECT_DOUBLE_EQ(st.llm().cost_usd, 0.5);
 }
 
 TEST(ProgressLine, BestOnlyImprovesAndRunEndIsShown) {
@@ -218,7 +206,7 @@ TEST(LogLine, SignificantEventsGetOneLineEachOthersOnlyWhenVerbose) {
 
   const json start = {{"candidate_id", "r2_c4"}, {"gpu_id", 0}, {"parent_id", "initial"}};
   EXPECT_FALSE(format_log_line(st, "candidate_start", start, 1096));
-  EXPECT_FALSE(format_log_line(st, "llm_usage", json::object(), 1096));
+  EXPECT_FALSE(format_log_line(st, "llm_call", json::object(), 1096));
   line = format_log_line(st, "candidate_start", start, 1096, true);
   ASSERT_TRUE(line);
   EXPECT_THAT(*line, HasSubstr("r2_c4 started on gpu0 (parent initial)"));
@@ -243,7 +231,7 @@ TEST(ProgressLine, ANarrowTerminalLosesTheLlmTallyAndBusyFigureBeforeTheCounts) 
   update(st, "round_start", {{"round", 2}, {"candidates", 12}}, 5);
   update(st, "candidate_start", {{"candidate_id", "r2_c0"}}, 6);
   update(st, "candidate_result", {{"candidate_id", "r2_c0"}, {"ok", true}, {"time_ms", 0.1234}, {"device_s", 2.0}}, 7);
-  update(st, "llm_usage", {{"tokens_in", 123456}, {"tokens_out", 7890}, {"cost_usd", 12.5}}, 8);
+  update(st, "llm_call", {{"tokens_in", 123456}, {"tokens_out", 7890}, {"cost_usd", 12.5}}, 8);
   const auto wide = format_progress_line(st, 3725);
   ASSERT_GT(wide.size(), 79u) << wide;  // else the test shows nothing
   for (std::size_t cols : {79u, 60u, 40u, 24u}) {

@@ -1,0 +1,47 @@
+#pragma once
+// gpu_worker: the session of one device, a stateful actor. It owns the device's evaluator and
+// profiler (detached, linked), spawns a candidate actor per candidate_spec and keeps its deadline
+// (candidate_timeout_s: the candidate is killed and its device work cancelled), owns the device's
+// analysis mode (profiled or synthetic), and relays dedup queries and the manager's own device work.
+#include <caf/all.hpp>
+
+#include <map>
+#include <string>
+#include <utility>
+
+#include "actors/context.hpp"
+#include "messages/messages.hpp"
+
+namespace kagent {
+
+class gpu_worker_state {
+public:
+  static inline const char* name = "gpu_worker";
+
+  caf::behavior start(caf::stateful_actor<gpu_worker_state>* self, context_ptr ctx, int device_id, caf::actor llm,
+                      caf::actor manager);
+
+private:
+  caf::result<candidate_result> run_candidate(const candidate_spec& in);
+  void on_deadline(const std::string& id);
+  void on_candidate_down(const caf::down_msg& dm);
+  void on_candidate_result(const candidate_result& r);
+  bool interrupt();
+  /// A result for a candidate that ended without one (timed out, or its actor died).
+  candidate_result ended(const candidate_spec& spec, const std::string& cause, const std::string& error) const;
+
+  caf::stateful_actor<gpu_worker_state>* self_ = nullptr;
+  context_ptr ctx_;
+  int device_id_ = 0;
+  caf::actor llm_, manager_, evaluator_, profiler_;
+  std::map<caf::actor_addr, std::pair<std::string, caf::response_promise>> running_;  ///< candidate -> (id, promise)
+  std::map<std::string, caf::actor> handles_;  ///< candidate id -> its actor, while it runs
+  std::map<std::string, candidate_spec> specs_;
+  bool synthetic_ = false;  ///< this device's analysis mode: synthetic for the rest of the run
+};
+
+/// One per device. Answers candidate_spec with candidate_result.
+caf::behavior gpu_worker_actor(caf::stateful_actor<gpu_worker_state>* self, context_ptr ctx, int worker_index,
+                               int device_id, caf::actor llm, caf::actor manager);
+
+} // namespace kagent

@@ -1,0 +1,150 @@
+#pragma once
+// The manager: root supervisor of a run, a stateful actor whose steps are the methods below. It owns
+// program.db and the search ledger (platform/search: plans, verdicts, rounds, resume planning, the
+// summary), hands candidates to gpu workers (least loaded first, at most num_workers in flight),
+// supervises workers and profilers, and writes the final artifacts. Every decision that matters for
+// --resume is committed to program.db before it takes effect.
+#include <caf/all.hpp>
+
+#include <chrono>
+#include <deque>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "actors/context.hpp"
+#include "messages/messages.hpp"
+#include "platform/rocm/roofline.hpp"
+#include "platform/search/concurrency.hpp"
+#include "platform/search/ledger.hpp"
+#include "platform/store/program_db.hpp"
+#include "platform/store/util.hpp"
+
+namespace kagent {
+
+/// Spawns the gpu worker of one device for the manager (which monitors it). The run spawns
+/// gpu_worker_actor; the manager's protocol test spawns a scripted fake instead.
+using gpu_worker_factory = std::function<caf::actor(caf::event_based_actor* manager, int worker_index, int device_id,
+                                                    caf::actor llm)>;
+
+/// The gpu workers of a real run: gpu_worker_actor, one per device.
+gpu_worker_factory real_gpu_workers(context_ptr ctx);
+
+class manager_state {
+public:
+  static inline const char* name = "manager";
+
+  caf::behavior start(caf::stateful_actor<manager_state>* self, context_ptr ctx, caf::actor waiter,
+                      gpu_worker_factory workers);
+
+private:
+  struct worker_slot {
+    caf::actor actor;
+    int device_id = 0;
+    int inflight = 0;
+    int restarts = 0;
+    bool synthetic = false;
+    std::string synthetic_reason;
+  };
+  struct inflight_candidate {
+    int worker = 0;
+    candidate_spec spec;
+  };
+
+  // ---- the run's beginning ------------------------------------------------------------------------
+  void on_start();
+  void start_fresh();
+  void on_initial(const evaluation& e, const std::filesystem::path& work_dir);
+  void resume();
+  void replay_stored_state(std::map<std::string, nlohmann::json>& plans, std::set<std::string>& diverged);
+  void begin_search();
+  // ---- planning and dispatch ----------------------------------------------------------------------
+  candidate_spec spec_of(const search::planned& plan) const;
+  void commit_plan(const search::planned& plan);
+  void start_round(int r);
+  void end_round();
+  void refill();
+  void pump();
+  void request_analysis(const candidate_spec& spec);
+  void on_analysis(const std::string& parent_id, nlohmann::json analysis, double device_s);
+  void dispatch(candidate_spec spec);
+  std::string history_json();
+  double best_ms_now() const;
+  size_t least_loaded() const;
+  // ---- results ------------------------------------------------------------------------------------
+  void on_result(const candidate_result& res);
+  void commit_result(const candidate_result& res, const candidate_spec& spec, const worker_slot& w,
+                     const search::judgement& j, const nlohmann::json& prof);
+  void emit_result(const candidate_result& res, const candidate_spec& spec, const worker_slot& w,
+                   const search::judgement& j);
+  void roofline_stop(const nlohmann::json& prof, const std::string& id);
+  dedup_answer on_dedup(const dedup_query& q);
+  // ---- supervision --------------------------------------------------------------------------------
+  void spawn_worker(size_t k);
+  void on_worker_down(const caf::down_msg& dm);
+  void on_profiling_failed(const profiling_failed& pf);
+  caf::result<bool> interrupt(int sig);
+  // ---- the end ------------------------------------------------------------------------------------
+  std::optional<program_entry> fastest_verified();
+  bool profile_kernel(const program_entry& k, const std::string& label, const std::string& why,
+                      std::function<void(const nlohmann::json&)> then);
+  void finish(bool success, const std::string& error);
+  void finish_now(bool success, const std::string& error);
+  void shut_down(int code, const std::string& summary);
+  // ---- bookkeeping --------------------------------------------------------------------------------
+  void emit(const std::string& type, const nlohmann::json& payload);
+  nlohmann::json all_sessions() const;
+  void save_session();
+  void save_modes();
+  nlohmann::json llm_models_json() const;
+
+  caf::stateful_actor<manager_state>* self_ = nullptr;
+  context_ptr ctx_;
+  caf::actor waiter_;
+  gpu_worker_factory make_worker_;
+  std::filesystem::path run_path_;
+  std::unique_ptr<store::program_db> db_;
+  std::unique_ptr<search::ledger> ledger_;           ///< the search's rules: plans, verdicts, rounds, resume
+  std::unique_ptr<roofline_analyzer> stop_rule_;     ///< run-level roofline stop check (new bests only)
+  caf::actor reporter_, llm_;
+  std::vector<worker_slot> workers_;
+  std::deque<candidate_spec> queue_;                 ///< planned, waiting for a slot or an analysis
+  std::map<std::string, inflight_candidate> inflight_;
+  std::map<std::string, nlohmann::json> analysis_;   ///< parent id -> baseline analysis
+  std::set<std::string> analyzing_;
+  /// Parent analyses in flight: their requests wait without a timeout, so the end of the run ends them.
+  std::map<std::string, caf::actor> analysts_;
+  std::map<std::string, std::string> profiles_;      ///< program id -> its profile JSON
+  std::map<std::string, double> spreads_;            ///< candidate -> IQR of its timed calls / median, in %
+  std::string default_model_;
+  int slots_ = 1;
+  double eager_ = -1, compile_ = -1, initial_ = -1;
+  bool finished_ = false;
+  int interrupted_by_ = 0;  ///< the signal that interrupted the run (0: none)
+  bool resumed_ = false;
+  bool stop_requested_ = false;
+  bool final_profile_requested_ = false;
+  std::string stop_reason_;
+  int profiling_failures_ = 0;
+  nlohmann::json mode_changes_ = nlohmann::json::array();
+  double device_s_ = 0, llm_s_ = 0;
+  std::optional<search::concurrency_meter> meter_;  ///< num_workers: auto
+  std::chrono::steady_clock::time_point t0_ = std::chrono::steady_clock::now();
+  /// Earlier sessions of this run (--resume), as program.db's run_state `sessions` has them; this
+  /// session is appended whenever it is saved, so the totals are true across kill -9 and resume.
+  nlohmann::json prior_sessions_ = nlohmann::json::array();
+  std::string session_started_ = store::iso_utc_now();
+};
+
+/// Root supervisor of a run. Replies to `waiter` with (finish_atom, exit_code, summary_json) at the end.
+caf::behavior manager_actor(caf::stateful_actor<manager_state>* self, context_ptr ctx, caf::actor waiter,
+                            gpu_worker_factory workers);
+
+} // namespace kagent
