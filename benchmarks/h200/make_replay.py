@@ -132,25 +132,26 @@ def rms(bs, warps, rstd=GOOD_RSTD, src=RMS):
     return src.replace("{BS}", str(bs)).replace("{WARPS}", str(warps)).replace("{RSTD}", rstd)
 
 
-write("replay_matvec", [
-    ("Split K across programs so every SM streams A (faster).", matvec(16, 512, 64, 4)),
-    ("Split-K with a bug: the partial sums are doubled (wrong).", matvec(16, 512, 64, 4, scale=" * 2.0")),
-    ("Tiny tiles (slower).", matvec(1, 128, 8, 1)),
-    ("Split-K, 8 rows per program and wider K chunks (faster).", matvec(8, 1024, 128, 8)),
-    ("A candidate that hangs.", HANG),
-    ("A candidate that faults the device (illegal address).", MATVEC_FAULT),
-    ("Split-K, 32 rows per program (faster?).", matvec(32, 256, 128, 8)),
-    ("Split-K, few splits (slower).", matvec(16, 512, 2, 4)),
-    ("Split-K, 4 rows per program.", matvec(4, 2048, 256, 8)),
-])
-write("replay_rmsnorm", [
-    ("Wider spatial tiles (faster).", rms(128, 8)),
-    ("Drops eps and halves the scale (wrong).", rms(128, 8, WRONG_RSTD)),
-    ("Narrow tiles (slower).", rms(16, 2)),
-    ("Wider tiles, 16 warps.", rms(256, 16)),
-    ("A candidate that hangs.", HANG),
-    ("A candidate that faults the device (illegal address).", rms(128, 8, src=RMS_FAULT)),
-    ("Tiles of 64 with 4 warps.", rms(64, 4)),
-    ("Tiles of 512.", rms(512, 16)),
-    ("Tiles of 32.", rms(32, 4)),
-])
+if __name__ == "__main__":
+    write("replay_matvec", [
+        ("Split K across programs so every SM streams A (faster).", matvec(16, 512, 64, 4)),
+        ("Split-K with a bug: the partial sums are doubled (wrong).", matvec(16, 512, 64, 4, scale=" * 2.0")),
+        ("Tiny tiles (slower).", matvec(1, 128, 8, 1)),
+        ("Split-K, 8 rows per program and wider K chunks (faster).", matvec(8, 1024, 128, 8)),
+        ("A candidate that hangs.", HANG),
+        ("A candidate that faults the device (illegal address).", MATVEC_FAULT),
+        ("Split-K, 32 rows per program (faster?).", matvec(32, 256, 128, 8)),
+        ("Split-K, few splits (slower).", matvec(16, 512, 2, 4)),
+        ("Split-K, 4 rows per program.", matvec(4, 2048, 256, 8)),
+    ])
+    write("replay_rmsnorm", [
+        ("Wider spatial tiles (faster).", rms(128, 8)),
+        ("Drops eps and halves the scale (wrong).", rms(128, 8, WRONG_RSTD)),
+        ("Narrow tiles (slower).", rms(16, 2)),
+        ("Wider tiles, 16 warps.", rms(256, 16)),
+        ("A candidate that hangs.", HANG),
+        ("A candidate that faults the device (illegal address).", rms(128, 8, src=RMS_FAULT)),
+        ("Tiles of 64 with 4 warps.", rms(64, 4)),
+        ("Tiles of 512.", rms(512, 16)),
+        ("Tiles of 32.", rms(32, 4)),
+    ])

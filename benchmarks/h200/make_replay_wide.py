@@ -17,46 +17,16 @@
 entering the beam: 12 + 12 x 12 = 156 candidates); the expected run has 36-48.
 """
 import pathlib
+import sys
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+import make_replay  # noqa: E402
 
 HERE = pathlib.Path(__file__).resolve().parent
 OUT = HERE / "replay_matvec_wide"
 
-SPLITK = '''# variant: wide-{N:03d}
-import torch
-import triton
-import triton.language as tl
-
-
-@triton.jit
-def matvec_splitk_kernel(a_ptr, x_ptr, acc_ptr, M, stride_am, stride_ak, stride_xk,
-                         K: tl.constexpr, K_PER: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr):
-    pid_m = tl.program_id(0)
-    pid_k = tl.program_id(1)
-    rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
-    row_mask = rows < M
-    acc = tl.zeros((BLOCK_M,), dtype=tl.float32)
-    k_start = pid_k * K_PER
-    for k0 in tl.range(0, K_PER, BLOCK_K):
-        cols = k_start + k0 + tl.arange(0, BLOCK_K)
-        col_mask = cols < K
-        a = tl.load(a_ptr + rows[:, None] * stride_am + cols[None, :] * stride_ak,
-                    mask=row_mask[:, None] & col_mask[None, :], other=0.0)
-        x = tl.load(x_ptr + cols * stride_xk, mask=col_mask, other=0.0)
-        acc += tl.sum(a.to(tl.float32) * x.to(tl.float32)[None, :], axis=1)
-    tl.atomic_add(acc_ptr + rows, acc{SCALE}, mask=row_mask)
-
-
-def kernel_function(A, B):
-    M, K = A.shape
-    acc = torch.zeros((M,), device=A.device, dtype=torch.float32)
-    BLOCK_M, BLOCK_K, SPLIT = {BM}, {BK}, {SPLIT}
-    SPLIT = max(1, min(SPLIT, K // BLOCK_K))
-    k_per = triton.cdiv(triton.cdiv(K, SPLIT), BLOCK_K) * BLOCK_K
-    grid = (triton.cdiv(M, BLOCK_M), triton.cdiv(K, k_per))
-    matvec_splitk_kernel[grid](A, B, acc, M, A.stride(0), A.stride(1), B.stride(0),
-                               K=K, K_PER=k_per, BLOCK_M=BLOCK_M, BLOCK_K=BLOCK_K, num_warps={WARPS})
-    return acc.to(A.dtype).view(M, 1)
-'''
+# The split-K kernel of make_replay.py, tagged with its number.
+SPLITK = "# variant: wide-{N:03d}\n" + make_replay.MATVEC_SPLITK
 
 BOTTLENECK = '''[
   {"category": "memory", "summary": "The kernel streams its input once; the achieved DRAM bandwidth is the limit",
