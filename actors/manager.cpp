@@ -177,7 +177,8 @@ void manager_state::on_initial(const evaluation& e, const fs::path& work_dir) {
   db_->set_state_json(store::state_key::compile_ms, num_or_null(compile_));
   db_->set_state_json(store::state_key::initial_ms, num_or_null(initial_));
   emit("initial", {{"initial_ms", num_or_null(initial_)}, {"eager_ms", num_or_null(eager_)},
-                   {"compile_ms", num_or_null(compile_)}, {"best_ms", num_or_null(initial_)}});
+                   {"compile_ms", num_or_null(compile_)}, {"best_ms", num_or_null(initial_)},
+                   {"device_s", e.wall_s}});
   ledger_->start({"initial", "", ctx_->input_code, is_measured(e.time_ms) ? e.time_ms : -1, 0, *u.code_hash});
   begin_search();
 }

@@ -112,6 +112,11 @@ void update(progress_state& st, const std::string& type, const nlohmann::json& p
     st.slots_auto = true;
   } else if (type == "initial") {
     st.initial_step.clear();
+    // The starting kernel's evaluation (verification, timings, the user's test.py) held the device.
+    if (auto d = finite_number(p, "device_s"); d && *d >= 0) {
+      st.device_s += *d;
+      st.saw_device_s = true;
+    }
     if (auto v = positive_ms(p, "initial_ms")) st.initial_ms = v;
     note_best(st, p, "initial_ms");
     note_best(st, p, "best_ms");

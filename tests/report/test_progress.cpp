@@ -82,6 +82,16 @@ TEST(ProgressLine, ParentAnalysisDeviceTimeCountsAsGpuBusy) {
   EXPECT_THAT(format_progress_line(st, 10), HasSubstr("GPU 50%"));
 }
 
+TEST(ProgressLine, TheStartingKernelsEvaluationCountsAsGpuBusy) {
+  // On the H200 a short run's line said "GPU 59%" while summary.json said 100 %: the 36 s of the
+  // starting kernel's evaluation were counted by the summary only.
+  progress_state st;
+  update(st, "run_start", {{"devices", {0}}}, 0);
+  update(st, "initial", {{"initial_ms", 2.0}, {"device_s", 6.0}}, 6);
+  update(st, "candidate_result", {{"ok", true}, {"time_ms", 1.0}, {"device_s", 2.0}}, 8);
+  EXPECT_THAT(format_progress_line(st, 10), HasSubstr("GPU 80%"));
+}
+
 TEST(ProgressLine, TheInitialPhaseShowsItsCurrentStep) {
   progress_state st;
   update(st, "run_start", {{"devices", {0}}, {"max_rounds", 3}}, 0);
