@@ -11,6 +11,17 @@ namespace kagent::search {
 
 namespace {
 
+/// The number n of an id r<round>_c<n>; -1 when it has none.
+int candidate_number(const std::string& id) {
+  auto c = id.rfind("_c");
+  if (c == std::string::npos) return -1;
+  try {
+    return std::stoi(id.substr(c + 2));
+  } catch (...) {
+    return -1;
+  }
+}
+
 program_entry entry_of(const store::program_record& p) {
   return program_entry{p.id, p.parent_id.value_or(""), p.code, p.time_ms.value_or(-1), p.round,
                        p.code_hash.value_or("")};
@@ -21,16 +32,6 @@ program_entry entry_of(const store::program_record& p) {
 nlohmann::json plan_to_json(const planned& p) {
   return {{"id", p.id},           {"parent_id", p.parent.id}, {"round", p.round},
           {"bottleneck_id", p.direction}, {"sample_idx", p.sample},   {"model", p.model}};
-}
-
-int candidate_number(const std::string& id) {
-  auto c = id.rfind("_c");
-  if (c == std::string::npos) return -1;
-  try {
-    return std::stoi(id.substr(c + 2));
-  } catch (...) {
-    return -1;
-  }
 }
 
 ledger::ledger(std::unique_ptr<search_strategy> strategy, rules r)

@@ -153,7 +153,4 @@ private:
   std::vector<program_entry> round_results_;          ///< rounds: this round's entries for the strategy
 };
 
-/// The number n of an id r<round>_c<n>; -1 when it has none.
-int candidate_number(const std::string& id);
-
 } // namespace kagent::search

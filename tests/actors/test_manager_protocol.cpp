@@ -14,6 +14,7 @@
 #include "actors/manager.hpp"
 #include "platform/store/program_db.hpp"
 #include "platform/store/run_directory.hpp"
+#include "tests/support/actor_system.hpp"
 
 using namespace kagent;
 using namespace std::chrono_literals;
@@ -23,13 +24,7 @@ namespace {
 
 using deliver_atom = caf::atom_constant<caf::atom("deliver")>;
 
-struct cfg_t : caf::actor_system_config {
-  cfg_t() {
-    set("scheduler.max-threads", 2);
-    set("logger.verbosity", caf::atom("quiet"));
-    register_messages(*this);
-  }
-};
+using cfg_t = kagent::test::actor_test_config;
 
 /// What the fake workers saw, in the order the manager's messages arrived (all workers together).
 struct protocol_log {

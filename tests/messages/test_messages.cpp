@@ -4,15 +4,13 @@
 #include <caf/binary_serializer.hpp>
 
 #include "messages/messages.hpp"
+#include "tests/support/actor_system.hpp"
 
 using namespace kagent;
 
 namespace {
-struct cfg_t : caf::actor_system_config {
-  cfg_t() {
-    set("scheduler.max-threads", 1);
-    register_messages(*this);
-  }
+struct cfg_t : kagent::test::actor_test_config {
+  cfg_t() : actor_test_config(1) {}
 };
 
 // Serializes through CAF's binary format, both as the bare value and wrapped in a caf::message (the

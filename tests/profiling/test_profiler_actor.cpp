@@ -11,6 +11,7 @@
 
 #include "actors/actors.hpp"
 #include "platform/common/stop.hpp"
+#include "tests/support/actor_system.hpp"
 #include "runner_support.hpp"
 
 using namespace kagent;
@@ -22,13 +23,7 @@ namespace {
 
 using failures_atom = caf::atom_constant<caf::atom("failures")>;
 
-struct cfg_t : caf::actor_system_config {
-  cfg_t() {
-    set("scheduler.max-threads", 2);
-    set("logger.verbosity", caf::atom("quiet"));
-    register_messages(*this);
-  }
-};
+using cfg_t = kagent::test::actor_test_config;
 
 struct recorder_state {
   std::vector<profiling_failed> got;
