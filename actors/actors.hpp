@@ -38,11 +38,6 @@ caf::behavior profiler_actor(caf::event_based_actor* self, context_ptr ctx, int 
 /// actors block on it; a holder that dies releases it (a scoped lock, not a lease to expire).
 std::mutex& device_mutex(int device_id);
 
-/// A successful profile as the run stores and shares it: {"metrics", "roofline" (or null),
-/// "kernel_name", "platform", "label"}. Candidates' SOL profiles, parents' baselines and the final
-/// profile of the best kernel all take this shape.
-nlohmann::json profile_to_json(const profile_result& pr);
-
 /// Turns an exception escaping a handler into a down reason that names it.
 void install_exception_handler(caf::scheduled_actor* self, const char* who);
 

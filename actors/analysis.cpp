@@ -32,19 +32,16 @@ caf::result<parent_analysis> analysis_state::analyze(const analyze_parent& a) {
   req_ = a;
   out_.parent_id = a.parent_id;
   rp_ = self_->make_response_promise<parent_analysis>();
-  if (!a.known_profile_json.empty()) {
+  if (a.known_profile) {
     // The parent was profiled when it was a candidate (its SOL profile): no second profile.
-    auto j = nlohmann::json::parse(a.known_profile_json, nullptr, false);
-    if (j.is_object()) {
-      profile_ = j;
-      profile_platform_ = j.value("platform", "");
-      ask_llm(nlohmann::json::array());
-      return rp_;
-    }
+    profile_ = a.known_profile;
+    profile_platform_ = profile_->platform;
+    ask_llm({});
+    return rp_;
   }
   if (ctx_->cfg.profile == "never") {
     // `profile: never`: the directions come from the code alone, as on a platform without a profiler.
-    ask_llm(nlohmann::json::array());
+    ask_llm({});
     return rp_;
   }
   profile p;
@@ -57,7 +54,7 @@ caf::result<parent_analysis> analysis_state::analyze(const analyze_parent& a) {
       .then([this](const profile_result& pr) { on_profile(pr); },
             [this](caf::error& err) {
               write("profile_error.txt", to_string(err));
-              ask_llm(nlohmann::json::array());
+              ask_llm({});
             });
   return rp_;
 }
@@ -66,8 +63,8 @@ void analysis_state::on_profile(const profile_result& pr) {
   out_.device_s += pr.wall_s;
   profile_platform_ = pr.platform;
   if (pr.available && pr.ok) {
-    profile_ = profile_to_json(pr);
-    return ask_llm(nlohmann::json::array());
+    profile_ = pr.profile;
+    return ask_llm({});
   }
   if (pr.available) {
     out_.profile_failed = !pr.synthetic && !pr.abandoned;
@@ -79,19 +76,19 @@ void analysis_state::on_profile(const profile_result& pr) {
   }
   // No profiler on this platform (cpu, noop), or NVIDIA's profile failed: the LLM still proposes
   // directions, from the code alone.
-  ask_llm(nlohmann::json::array());
+  ask_llm({});
 }
 
 // `lead`: directions already decided (the synthetic diagnosis), placed first; the LLM is asked for the
 // rest of the strategy's fan-out.
-void analysis_state::ask_llm(nlohmann::json lead) {
+void analysis_state::ask_llm(std::vector<bottleneck> lead) {
   bottleneck_prompt_input in;
   in.kernel_code = req_.code;
   in.platform = profile_platform_.empty() ? ctx_->cfg.platform.profiler : profile_platform_;
   in.gpu_name = ctx_->gpu_name;
-  if (profile_.is_object()) {
-    in.metrics = profile_.value("metrics", nlohmann::json(nullptr));
-    in.roofline = profile_.value("roofline", nlohmann::json(nullptr));
+  if (profile_) {
+    in.metrics = profile_->metrics;
+    if (profile_->roofline) in.roofline = *profile_->roofline;
   }
   in.num_bottlenecks = std::max(1, req_.num_bottlenecks - static_cast<int>(lead.size()));
   const auto text = render_bottleneck_prompt(in, ctx_->cfg.templates, ctx_->install_root);
@@ -112,7 +109,7 @@ void analysis_state::ask_llm(nlohmann::json lead) {
             });
 }
 
-void analysis_state::on_reply(const nlohmann::json& lead, const completion& r) {
+void analysis_state::on_reply(std::vector<bottleneck> lead, const completion& r) {
   out_.llm_s += r.latency_s;
   const std::string base = lead.empty() ? "" : "synthetic";
   if (!r.ok) {
@@ -120,30 +117,28 @@ void analysis_state::on_reply(const nlohmann::json& lead, const completion& r) {
     return reply(lead, lead.empty() ? "none" : base);
   }
   write("bottleneck_response.txt", r.text);
-  nlohmann::json arr = lead;
+  const size_t decided = lead.size();
   for (auto& b : parse_bottleneck_reply(r.text)) {
     if (!ctx_->cfg.bottleneck_override.empty()) b.category = ctx_->cfg.bottleneck_override;
-    arr.push_back(to_json(b));
+    lead.push_back(std::move(b));
   }
-  if (lead.empty()) return reply(arr, arr.empty() ? "none" : "llm");
-  reply(arr, arr.size() > lead.size() ? "synthetic+llm" : "synthetic");
+  if (decided == 0) return reply(lead, lead.empty() ? "none" : "llm");
+  reply(lead, lead.size() > decided ? "synthetic+llm" : "synthetic");
 }
 
 // ROCm without a profile (SPEC §7.4): direction 1 is the synthetic diagnosis, built by the one helper;
 // when the strategy fans out wider, the LLM proposes the other directions from the code alone, so that
 // sibling candidates do not all repeat the same rewrite.
 void analysis_state::synthetic(const std::string& reason) {
-  nlohmann::json lead = nlohmann::json::array();
-  lead.push_back(to_json(synthetic_bottleneck(ctx_->cfg.bottleneck_override, reason)));
+  std::vector<bottleneck> lead{synthetic_bottleneck(ctx_->cfg.bottleneck_override, reason)};
   if (req_.num_bottlenecks <= 1) return reply(lead, "synthetic");
-  profile_ = nullptr;
+  profile_.reset();
   ask_llm(lead);
 }
 
-void analysis_state::reply(const nlohmann::json& bottlenecks, const std::string& source) {
-  nlohmann::json j{{"profile", profile_}, {"bottlenecks", bottlenecks}, {"source", source}};
-  out_.analysis_json = j.dump();
-  write("analysis.json", j.dump(2));
+void analysis_state::reply(std::vector<bottleneck> bottlenecks, const std::string& source) {
+  out_.analysis = {profile_, std::move(bottlenecks), source};
+  write("analysis.json", to_json(out_.analysis).dump(2));
   rp_.deliver(out_);
   self_->quit();
 }

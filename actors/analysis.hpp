@@ -23,10 +23,10 @@ public:
 private:
   caf::result<parent_analysis> analyze(const analyze_parent& a);
   void on_profile(const profile_result& pr);
-  void ask_llm(nlohmann::json lead);
-  void on_reply(const nlohmann::json& lead, const completion& r);
+  void ask_llm(std::vector<bottleneck> lead);
+  void on_reply(std::vector<bottleneck> lead, const completion& r);
   void synthetic(const std::string& reason);
-  void reply(const nlohmann::json& bottlenecks, const std::string& source);
+  void reply(std::vector<bottleneck> bottlenecks, const std::string& source);
   void write(const std::string& name, const std::string& text) const;
 
   caf::stateful_actor<analysis_state>* self_ = nullptr;
@@ -34,7 +34,7 @@ private:
   caf::actor worker_, llm_;
   analyze_parent req_;
   parent_analysis out_;
-  nlohmann::json profile_ = nullptr;  ///< {"metrics", "roofline", ...} or null
+  std::optional<kernel_profile> profile_;  ///< what the directions are asked from
   std::string profile_platform_;
   caf::response_promise rp_;
 };

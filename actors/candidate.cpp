@@ -20,11 +20,9 @@ namespace {
 
 /// The attempt's root cause and fix: the direction's first cause and that cause's first fix (SPEC
 /// §1.3 step 4.4), read through the analysis area's own schema; null without a direction.
-std::pair<nlohmann::json, nlohmann::json> cause_and_fix(const nlohmann::json& direction) {
-  if (!direction.is_object()) return {nullptr, nullptr};
-  const auto b = bottleneck_from_json(direction);
-  if (b.root_causes.empty()) return {nullptr, nullptr};
-  const auto& rc = b.root_causes.front();
+std::pair<nlohmann::json, nlohmann::json> cause_and_fix(const std::optional<bottleneck>& direction) {
+  if (!direction || direction->root_causes.empty()) return {nullptr, nullptr};
+  const auto& rc = direction->root_causes.front();
   return {rc.cause, rc.fixes.empty() ? nlohmann::json(nullptr) : nlohmann::json(rc.fixes.front().fix)};
 }
 
@@ -69,33 +67,25 @@ void candidate_state::read_spec(int device_id) {
   result_.gpu_id = device_id;
   result_.model = spec_.model;
   fs::create_directories(spec_.work_dir);
-  if (!spec_.history_json.empty()) {
-    auto h = nlohmann::json::parse(spec_.history_json, nullptr, false);
-    if (h.is_object()) {
-      if (h.contains("attempts") && h["attempts"].is_array()) attempts_ = h["attempts"];
-      if (h.contains("reflexions") && h["reflexions"].is_array()) reflexions_ = h["reflexions"];
-    }
-  }
-  baseline_ = spec_.baseline_json.empty() ? nlohmann::json::object()
-                                          : nlohmann::json::parse(spec_.baseline_json, nullptr, false);
-  if (!baseline_.is_object()) baseline_ = nlohmann::json::object();
+  for (const auto& a : spec_.recent_attempts) attempts_.push_back(store::to_json(a));
+  for (const auto& r : spec_.recent_reflexions) reflexions_.push_back(store::to_json(r));
+  if (spec_.baseline) baseline_ = *spec_.baseline;
 }
 
 // The direction: bottleneck `bottleneck_id` of the parent's analysis (the analyzer was asked for as
 // many as the strategy fans out, SPEC §14 B.83); the first one when it returned fewer; the synthetic
 // diagnosis when this device's session is synthetic and there is none.
 void candidate_state::choose_direction() {
-  const auto& bs = baseline_.contains("bottlenecks") && baseline_["bottlenecks"].is_array() ? baseline_["bottlenecks"]
-                                                                                           : nlohmann::json::array();
+  const auto& bs = baseline_.bottlenecks;
   const size_t want = static_cast<size_t>(std::max(1, spec_.bottleneck_id)) - 1;
   if (want < bs.size())
     primary_ = bs[want];
   else if (!bs.empty())
     primary_ = bs[0];
   else if (spec_.synthetic)
-    primary_ = to_json(synthetic_bottleneck(ctx_->cfg.bottleneck_override, "this device's profiler failed earlier in the run"));
-  if (!ctx_->cfg.bottleneck_override.empty() && primary_.is_object()) primary_["category"] = ctx_->cfg.bottleneck_override;
-  result_.bottleneck = primary_.is_object() ? primary_.value("category", "") : "";
+    primary_ = synthetic_bottleneck(ctx_->cfg.bottleneck_override, "this device's profiler failed earlier in the run");
+  if (!ctx_->cfg.bottleneck_override.empty() && primary_) primary_->category = ctx_->cfg.bottleneck_override;
+  result_.bottleneck = primary_ ? primary_->category : "";
 }
 
 // The SPEC §2.7 attempt dict, filled in as the pipeline goes.
@@ -128,9 +118,9 @@ void candidate_state::prompt() {
   in.problem_code = ctx_->problem_code;
   in.eager_ms = spec_.eager_ms;
   in.current_best_ms = spec_.parent_time_ms;
-  const auto prof = parent_profile();
-  in.roofline = prof.is_object() && prof.contains("roofline") ? prof["roofline"] : nlohmann::json(nullptr);
-  in.bottleneck = primary_;
+  const auto& prof = baseline_.profile;
+  in.roofline = prof && prof->roofline ? nlohmann::json(*prof->roofline) : nlohmann::json(nullptr);
+  in.bottleneck = primary_ ? to_json(*primary_) : nlohmann::json(nullptr);
   in.attempts = attempts_;
   in.reflexions = reflexions_;
   ask("optimize", render_optimization_prompt(in, ctx_->cfg.templates, ctx_->install_root));
@@ -268,7 +258,7 @@ void candidate_state::dedup(const std::string& code_hash) {
       .then(
           [this](const dedup_answer& d) {
             if (d.duplicate_of.empty()) return profile_sol();
-            if (!d.profile_json.empty()) take_roofline(nlohmann::json::parse(d.profile_json, nullptr, false));
+            if (d.profile) take_roofline(*d.profile);
             reflect();
           },
           [this](caf::error&) { profile_sol(); });
@@ -289,10 +279,9 @@ void candidate_state::profile_sol() {
 void candidate_state::on_profile(const profile_result& pr) {
   result_.device_s += pr.wall_s;
   if (pr.available && pr.ok) {
-    nlohmann::json prof = profile_to_json(pr);
-    result_.profile_json = prof.dump();
-    write("sol_profile.json", prof.dump(2));
-    take_roofline(prof);
+    result_.profile = pr.profile;
+    write("sol_profile.json", nlohmann::json(pr.profile).dump(2));
+    take_roofline(pr.profile);
   } else if (pr.available) {
     // A failed SOL profile never fails the candidate (SPEC §1.6); the profiler reported it to the
     // manager already.
@@ -348,12 +337,12 @@ complete candidate_state::llm_request(const std::string& purpose, const std::vec
 }
 
 // The roofline numbers of a profile go into the attempt (and so into the reflexion prompt).
-void candidate_state::take_roofline(const nlohmann::json& prof) {
-  if (!prof.is_object() || !prof.contains("roofline") || !prof["roofline"].is_object()) return;
-  const auto& rl = prof["roofline"];
-  for (const char* k : {"compute_sol_pct", "memory_sol_pct"})
-    if (rl.contains(k)) attempt_[k] = rl[k];
-  if (rl.contains("efficiency_pct")) attempt_["combined_sol_pct"] = rl["efficiency_pct"];
+void candidate_state::take_roofline(const kernel_profile& prof) {
+  if (!prof.roofline) return;
+  const auto& rl = *prof.roofline;
+  if (rl.compute_sol_pct) attempt_["compute_sol_pct"] = *rl.compute_sol_pct;
+  if (rl.memory_sol_pct) attempt_["memory_sol_pct"] = *rl.memory_sol_pct;
+  attempt_["combined_sol_pct"] = rl.efficiency_pct;
 }
 
 // The attempt and its reflexion as the records program.db keeps (the manager fills in the program,
@@ -378,11 +367,6 @@ void candidate_state::keep_reflexion(const nlohmann::json& r) {
 
 void candidate_state::write(const std::string& name, const std::string& text) const {
   store::write_file_atomic(fs::path(spec_.work_dir) / name, text);
-}
-
-nlohmann::json candidate_state::parent_profile() const {
-  return baseline_.contains("profile") && baseline_["profile"].is_object() ? baseline_["profile"]
-                                                                           : nlohmann::json(nullptr);
 }
 
 } // namespace kagent

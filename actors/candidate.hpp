@@ -46,11 +46,10 @@ private:
   // ---- helpers ------------------------------------------------------------------------------------
   complete llm_request(const std::string& purpose, const std::vector<chat_message>& messages, int max_tokens,
                        bool high_effort);
-  void take_roofline(const nlohmann::json& prof);
+  void take_roofline(const kernel_profile& prof);
   void keep_attempt();
   void keep_reflexion(const nlohmann::json& r);
   void write(const std::string& name, const std::string& text) const;
-  nlohmann::json parent_profile() const;
 
   caf::stateful_actor<candidate_state>* self_ = nullptr;
   context_ptr ctx_;
@@ -61,8 +60,8 @@ private:
   int refinements_ = 0;
   int llm_calls_ = 0;
   std::vector<chat_message> conversation_;
-  nlohmann::json baseline_;       ///< the parent's analysis (profile, bottlenecks, source)
-  nlohmann::json primary_;        ///< the direction this candidate follows (bottleneck JSON) or null
+  kernel_analysis baseline_;      ///< the parent's analysis (profile, bottlenecks, source)
+  std::optional<bottleneck> primary_;  ///< the direction this candidate follows, if any
   nlohmann::json attempts_ = nlohmann::json::array();
   nlohmann::json reflexions_ = nlohmann::json::array();
   nlohmann::json failed_drafts_ = nlohmann::json::array();  ///< refinement history

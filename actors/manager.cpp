@@ -13,7 +13,7 @@
 #include "actors/reporter.hpp"
 #include "platform/common/stop.hpp"
 #include "platform/gpu/specs.hpp"
-#include "platform/nvidia/nvidia_roofline.hpp"
+#include "platform/profiling/roofline_factory.hpp"
 #include "platform/search/summary.hpp"
 #include "platform/store/run_directory.hpp"
 #include "platform/store/sessions.hpp"
@@ -196,9 +196,10 @@ void manager_state::replay_stored_state(std::map<std::string, nlohmann::json>& p
   for (const auto& [key, value] : db_->all_state()) {
     if (auto id = key_after(key, store::state_key::analysis_prefix)) {
       auto j = nlohmann::json::parse(value, nullptr, false);
-      if (!j.is_discarded()) analysis_[*id] = j;
+      if (!j.is_discarded()) analysis_[*id] = analysis_from_json(j);
     } else if (auto pid = key_after(key, store::state_key::profile_prefix)) {
-      profiles_[*pid] = value;
+      auto j = nlohmann::json::parse(value, nullptr, false);
+      if (j.is_object()) profiles_[*pid] = j.get<kernel_profile>();
     } else if (auto cid = key_after(key, store::state_key::spec_prefix)) {
       auto j = nlohmann::json::parse(value, nullptr, false);
       if (j.is_object()) plans[*cid] = j;
@@ -322,7 +323,7 @@ void manager_state::end_round() {
       best->id != "initial" && !profiles_.count(best->id) && !stop_requested_ && !closed.terminate) {
     const auto id = best->id;
     if (profile_kernel(*best, "sol", "profile of the new best (a roofline stop may follow)",
-                       [this, id, go_on](const nlohmann::json& prof) {
+                       [this, id, go_on](const std::optional<kernel_profile>& prof) {
                          roofline_stop(prof, id);
                          go_on();
                        }))
@@ -378,53 +379,43 @@ void manager_state::request_analysis(const candidate_spec& spec) {
   req.num_bottlenecks = ledger_->strategy().directions_needed();
   req.work_dir = (run_path_ / "baseline_profiles" / pid).string();
   req.model = spec.model;
-  if (auto it = profiles_.find(pid); it != profiles_.end()) req.known_profile_json = it->second;
+  if (auto it = profiles_.find(pid); it != profiles_.end()) req.known_profile = it->second;
   emit("analysis_start", {{"parent_id", pid}, {"gpu_id", workers_[k].device_id},
-                          {"profile_reused", !req.known_profile_json.empty()}});
+                          {"profile_reused", req.known_profile.has_value()}});
   self_->request(a, seconds_ms(ctx_->cfg.candidate_timeout_s), req)
       .then(
           [this, pid](const parent_analysis& pa) {
             analysts_.erase(pid);
             if (finished_) return;  // interrupted: analysed again after --resume
-            auto j = nlohmann::json::parse(pa.analysis_json, nullptr, false);
-            if (j.is_discarded()) j = {{"profile", nullptr}, {"bottlenecks", nlohmann::json::array()}, {"source", "none"}};
-            emit("analysis", {{"parent_id", pid}, {"source", j.value("source", "none")},
-                              {"directions", j.contains("bottlenecks") ? j["bottlenecks"].size() : 0},
+            emit("analysis", {{"parent_id", pid}, {"source", pa.analysis.source},
+                              {"directions", pa.analysis.bottlenecks.size()},
                               {"profile_failed", pa.profile_failed}, {"device_s", pa.device_s}, {"llm_s", pa.llm_s}});
-            on_analysis(pid, std::move(j), pa.device_s);
+            on_analysis(pid, pa.analysis, pa.device_s);
           },
           [this, pid](caf::error& err) {
             analysts_.erase(pid);
             if (finished_) return;
             // No analysis: the candidates still run, with the direction left to the model.
             emit("error", {{"what", "parent analysis failed"}, {"parent_id", pid}, {"reason", to_string(err)}});
-            on_analysis(pid,
-                        {{"profile", nullptr}, {"bottlenecks", nlohmann::json::array()}, {"source", "none"},
-                         {"error", to_string(err)}},
-                        0);
+            on_analysis(pid, kernel_analysis{}, 0, to_string(err));
           });
 }
 
-void manager_state::on_analysis(const std::string& pid, nlohmann::json j, double device_s) {
-  analysis_[pid] = j;
+void manager_state::on_analysis(const std::string& pid, kernel_analysis a, double device_s, const std::string& error) {
   analyzing_.erase(pid);
   device_s_ += device_s;
   save_session();
   // The parent's baseline profile is its profile: the final-profile step reuses it.
-  if (j.contains("profile") && j["profile"].is_object() && !profiles_.count(pid)) {
-    profiles_[pid] = j["profile"].dump();
+  if (a.profile && !profiles_.count(pid)) {
+    profiles_[pid] = *a.profile;
     // Under `profile: parents` this may be the first profile of the best kernel.
-    if (auto best = fastest_verified(); best && best->id == pid) roofline_stop(j["profile"], pid);
+    if (auto best = fastest_verified(); best && best->id == pid) roofline_stop(a.profile, pid);
   }
-  db_->set_state(std::string{store::state_key::analysis_prefix} + pid, j.dump());
+  auto stored = to_json(a);
+  if (!error.empty()) stored["error"] = error;
+  db_->set_state(std::string{store::state_key::analysis_prefix} + pid, stored.dump());
+  analysis_[pid] = std::move(a);
   pump();
-}
-
-std::string manager_state::history_json() {
-  nlohmann::json attempts = nlohmann::json::array(), reflexions = nlohmann::json::array();
-  for (const auto& a : db_->list_attempts(5)) attempts.push_back(store::to_json(a));
-  for (const auto& r : db_->list_reflexions(5)) reflexions.push_back(store::to_json(r));
-  return nlohmann::json{{"attempts", attempts}, {"reflexions", reflexions}}.dump();
 }
 
 size_t manager_state::least_loaded() const {
@@ -441,11 +432,12 @@ void manager_state::dispatch(candidate_spec spec) {
   spec.worker_id = static_cast<int>(k);
   spec.eager_ms = eager_;
   spec.num_bottlenecks = ledger_->strategy().directions_needed();
-  spec.history_json = history_json();
+  spec.recent_attempts = db_->list_attempts(5);
+  spec.recent_reflexions = db_->list_reflexions(5);
   // user_test "best": the candidate runs test.py when it beats the best known now (a later best only
   // lowers the bar, so nothing that can become the best skips the test).
   spec.best_ms = best_ms_now();
-  if (auto it = analysis_.find(spec.parent_id); it != analysis_.end()) spec.baseline_json = it->second.dump();
+  if (auto it = analysis_.find(spec.parent_id); it != analysis_.end()) spec.baseline = it->second;
   inflight_[spec.id] = {static_cast<int>(k), spec};
   store::program_update u;
   u.worker = static_cast<int>(k);
@@ -506,10 +498,8 @@ void manager_state::on_result(const candidate_result& res) {
   // The search's rules decide: duplicate, new best, divergence, and whether the strategy sees it.
   const auto j = ledger_->record({res.candidate_id, res.ok, res.time_ms, res.code, res.code_hash,
                                   res.failure_cause, res.error});
-  const nlohmann::json prof = res.profile_json.empty() ? nlohmann::json(nullptr)
-                                                       : nlohmann::json::parse(res.profile_json, nullptr, false);
-  commit_result(res, spec, w, j, prof);
-  if (j.new_best) roofline_stop(prof, res.candidate_id);
+  commit_result(res, spec, w, j);
+  if (j.new_best) roofline_stop(res.profile, res.candidate_id);
   emit_result(res, spec, w, j);
   if (finished_) return;
   if (ledger_->async()) {
@@ -521,7 +511,7 @@ void manager_state::on_result(const candidate_result& res) {
 }
 
 void manager_state::commit_result(const candidate_result& res, const candidate_spec& spec, const worker_slot& w,
-                                  const search::judgement& j, const nlohmann::json& prof) {
+                                  const search::judgement& j) {
   store::program_update u;
   u.code = res.code;
   u.model = res.model.empty() ? spec.model : res.model;
@@ -539,20 +529,14 @@ void manager_state::commit_result(const candidate_result& res, const candidate_s
     u.error = j.error;
     if (j.failure_cause == store::failure_cause::duplicate && is_measured(res.time_ms)) u.time_ms = res.time_ms;
   }
-  if (j.ok && prof.is_object() && prof.contains("roofline") && prof["roofline"].is_object()) {
-    const auto& rl = prof["roofline"];
-    auto pct = [&](const char* key) {
-      return rl.contains(key) && rl[key].is_number() ? std::optional<double>(rl[key].get<double>()) : std::nullopt;
-    };
-    u.compute_sol_pct = pct("compute_sol_pct");
-    u.memory_sol_pct = pct("memory_sol_pct");
-    u.sol_pct = pct("efficiency_pct");
+  if (j.ok && res.profile && res.profile->roofline) {
+    const auto& rl = *res.profile->roofline;
+    u.compute_sol_pct = rl.compute_sol_pct;
+    u.memory_sol_pct = rl.memory_sol_pct;
+    u.sol_pct = rl.efficiency_pct;
   }
   db_->update_program(res.candidate_id, u);
-  if (j.ok && !res.profile_json.empty()) {
-    profiles_[res.candidate_id] = res.profile_json;
-    db_->set_state(std::string{store::state_key::profile_prefix} + res.candidate_id, res.profile_json);
-  }
+  if (j.ok && res.profile) keep_profile(res.candidate_id, *res.profile);
   if (j.diverged) db_->set_state_json(store::state_key::diverged, nlohmann::json(ledger_->diverged()));
   for (auto a : res.attempt) {
     a.program_id = res.candidate_id;
@@ -588,11 +572,10 @@ void manager_state::emit_result(const candidate_result& res, const candidate_spe
 // Roofline stop (SPEC §6.1, §14 A.29-A.30): only a new best at its roofline, and only when the
 // analyzer's config says early_stop. `prof` is the new best's profile (its SOL profile, or under
 // `profile: parents` the one taken when its round ended or when it was expanded).
-void manager_state::roofline_stop(const nlohmann::json& prof, const std::string& id) {
-  if (!stop_rule_ || stop_requested_ || !prof.is_object() || !prof.contains("roofline") || !prof["roofline"].is_object())
-    return;
+void manager_state::roofline_stop(const std::optional<kernel_profile>& prof, const std::string& id) {
+  if (!stop_rule_ || stop_requested_ || !prof || !prof->roofline) return;
   try {
-    roofline_result rr = prof["roofline"].get<roofline_result>();
+    const roofline_result& rr = *prof->roofline;
     auto d = stop_rule_->should_stop(rr);
     if (d.stop && stop_rule_->config().early_stop && rr.at_roofline) {
       stop_requested_ = true;
@@ -604,6 +587,13 @@ void manager_state::roofline_stop(const nlohmann::json& prof, const std::string&
   }
 }
 
+// A kept kernel's profile: the analyses, duplicates and the summary reuse it; program.db keeps it for
+// --resume.
+void manager_state::keep_profile(const std::string& id, const kernel_profile& prof) {
+  profiles_[id] = prof;
+  db_->set_state(std::string{store::state_key::profile_prefix} + id, nlohmann::json(prof).dump());
+}
+
 // A candidate is about to be profiled: a duplicate is recognised first, and a new hash is claimed,
 // so that an identical sibling finishing later is the duplicate.
 dedup_answer manager_state::on_dedup(const dedup_query& q) {
@@ -612,7 +602,7 @@ dedup_answer manager_state::on_dedup(const dedup_query& q) {
   if (a.duplicate_of.empty())
     ledger_->claim(q.code_hash, q.candidate_id);
   else if (auto it = profiles_.find(a.duplicate_of); it != profiles_.end())
-    a.profile_json = it->second;
+    a.profile = it->second;
   return a;
 }
 
@@ -712,7 +702,7 @@ std::optional<program_entry> manager_state::fastest_verified() {
 // mode never profiles again; `profile: never` never profiles), stored as the kernel's profile.
 // Returns false when none is taken; otherwise `then` gets the profile (null when it failed).
 bool manager_state::profile_kernel(const program_entry& k, const std::string& label, const std::string& why,
-                                   std::function<void(const nlohmann::json&)> then) {
+                                   std::function<void(const std::optional<kernel_profile>&)> then) {
   const std::string pp = ctx_->cfg.platform.profiler;
   if (ctx_->cfg.profile == "never" || (pp != "nvidia" && pp != "rocm")) return false;
   auto w = std::find_if(workers_.begin(), workers_.end(), [](const worker_slot& s) { return !s.synthetic; });
@@ -731,15 +721,14 @@ bool manager_state::profile_kernel(const program_entry& k, const std::string& la
             if (finished_) return;
             device_s_ += pr.wall_s;
             save_session();
-            nlohmann::json prof = nullptr;
+            std::optional<kernel_profile> prof;
             if (pr.available && pr.ok) {
-              prof = profile_to_json(pr);
-              profiles_[id] = prof.dump();
-              db_->set_state(std::string{store::state_key::profile_prefix} + id, prof.dump());
+              prof = pr.profile;
+              keep_profile(id, pr.profile);
             }
             then(prof);
           },
-          [then](caf::error&) { then(nullptr); });
+          [then](caf::error&) { then(std::nullopt); });
   return true;
 }
 
@@ -753,7 +742,7 @@ void manager_state::finish(bool success, const std::string& error) {
   if (wants) {
     final_profile_requested_ = true;
     if (profile_kernel(*best, "final", "final profile of the best kernel",
-                       [this, success, error](const nlohmann::json&) { finish_now(success, error); }))
+                       [this, success, error](const std::optional<kernel_profile>&) { finish_now(success, error); }))
       return;
   }
   finish_now(success, error);
@@ -804,10 +793,8 @@ void manager_state::finish_now(bool success, const std::string& error) {
   if (sum.best) {
     rd.write_best_kernel(sum.best->code);
     sum.best_kernel_path = rd.best_kernel_path().string();
-    if (auto it = profiles_.find(sum.best->id); it != profiles_.end()) {
-      auto pj = nlohmann::json::parse(it->second, nullptr, false);
-      if (pj.is_object() && pj.contains("roofline")) sum.best_roofline = pj["roofline"];
-    }
+    if (auto it = profiles_.find(sum.best->id); it != profiles_.end() && it->second.roofline)
+      sum.best_roofline = *it->second.roofline;
   }
   if (stop_requested_) sum.early_stop_reason = stop_reason_;
   for (const auto& w : workers_)

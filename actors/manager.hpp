@@ -21,7 +21,7 @@
 
 #include "actors/context.hpp"
 #include "messages/messages.hpp"
-#include "platform/rocm/roofline.hpp"
+#include "platform/profile_core/roofline.hpp"
 #include "platform/search/concurrency.hpp"
 #include "platform/search/ledger.hpp"
 #include "platform/store/program_db.hpp"
@@ -73,18 +73,19 @@ private:
   void refill();
   void pump();
   void request_analysis(const candidate_spec& spec);
-  void on_analysis(const std::string& parent_id, nlohmann::json analysis, double device_s);
+  void on_analysis(const std::string& parent_id, kernel_analysis analysis, double device_s,
+                   const std::string& error = "");
   void dispatch(candidate_spec spec);
-  std::string history_json();
   double best_ms_now() const;
   size_t least_loaded() const;
   // ---- results ------------------------------------------------------------------------------------
   void on_result(const candidate_result& res);
   void commit_result(const candidate_result& res, const candidate_spec& spec, const worker_slot& w,
-                     const search::judgement& j, const nlohmann::json& prof);
+                     const search::judgement& j);
   void emit_result(const candidate_result& res, const candidate_spec& spec, const worker_slot& w,
                    const search::judgement& j);
-  void roofline_stop(const nlohmann::json& prof, const std::string& id);
+  void roofline_stop(const std::optional<kernel_profile>& prof, const std::string& id);
+  void keep_profile(const std::string& id, const kernel_profile& prof);
   dedup_answer on_dedup(const dedup_query& q);
   // ---- supervision --------------------------------------------------------------------------------
   void spawn_worker(size_t k);
@@ -94,7 +95,7 @@ private:
   // ---- the end ------------------------------------------------------------------------------------
   std::optional<program_entry> fastest_verified();
   bool profile_kernel(const program_entry& k, const std::string& label, const std::string& why,
-                      std::function<void(const nlohmann::json&)> then);
+                      std::function<void(const std::optional<kernel_profile>&)> then);
   void finish(bool success, const std::string& error);
   void finish_now(bool success, const std::string& error);
   void shut_down(int code, const std::string& summary);
@@ -117,11 +118,11 @@ private:
   std::vector<worker_slot> workers_;
   std::deque<candidate_spec> queue_;                 ///< planned, waiting for a slot or an analysis
   std::map<std::string, inflight_candidate> inflight_;
-  std::map<std::string, nlohmann::json> analysis_;   ///< parent id -> baseline analysis
+  std::map<std::string, kernel_analysis> analysis_;  ///< parent id -> baseline analysis
   std::set<std::string> analyzing_;
   /// Parent analyses in flight: their requests wait without a timeout, so the end of the run ends them.
   std::map<std::string, caf::actor> analysts_;
-  std::map<std::string, std::string> profiles_;      ///< program id -> its profile JSON
+  std::map<std::string, kernel_profile> profiles_;   ///< program id -> its profile
   std::map<std::string, double> spreads_;            ///< candidate -> IQR of its timed calls / median, in %
   std::string default_model_;
   int slots_ = 1;

@@ -69,16 +69,6 @@ kernel_profile_request make_request(const run_context& ctx, int device_id, const
 
 } // namespace
 
-nlohmann::json profile_to_json(const profile_result& pr) {
-  auto metrics = nlohmann::json::parse(pr.metrics_json.empty() ? "{}" : pr.metrics_json, nullptr, false);
-  auto roofline = pr.roofline_json.empty() ? nlohmann::json(nullptr)
-                                           : nlohmann::json::parse(pr.roofline_json, nullptr, false);
-  return {{"metrics", metrics.is_discarded() ? nlohmann::json::object() : metrics},
-          {"roofline", roofline.is_discarded() ? nlohmann::json(nullptr) : roofline},
-          {"kernel_name", pr.kernel_name},
-          {"platform", pr.platform},
-          {"label", pr.label}};
-}
 
 caf::behavior profiler_actor(caf::event_based_actor* self, context_ptr ctx, int device_id, caf::actor manager) {
   install_exception_handler(self, "profiler");
@@ -117,11 +107,9 @@ caf::behavior profiler_actor(caf::event_based_actor* self, context_ptr ctx, int 
           o.invocation = "setup";
         }
         r.ok = o.ok;
-        r.kernel_name = o.kernel_name;
         r.wall_s = o.wall_s;
         if (o.ok) {
-          r.metrics_json = o.metrics.dump();
-          r.roofline_json = o.roofline.is_null() ? "" : o.roofline.dump();
+          r.profile = {o.kernel_name, r.platform, p.label, std::move(o.metrics), std::move(o.roofline)};
           return r;
         }
         r.error = o.error;

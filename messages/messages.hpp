@@ -2,19 +2,22 @@
 // The vocabulary of the actor system: every message that crosses an actor boundary. Plain structs
 // with an inspect() overload, registered in one place (register_messages) so that any of them can
 // cross a process or machine boundary through CAF's middleman unchanged. No pointers, handles or
-// actor-local objects. Records of platform/store (attempt, reflexion, LLM call) travel as the typed
-// values they are, through the inspect overloads at the end; other structured payloads still travel as
-// JSON text (issue 13 item 3 replaces them one by one).
+// actor-local objects. The platform's values (attempt, reflexion and LLM call records, kernel
+// profiles with their roofline verdicts, parent analyses) travel as the typed values they are,
+// through the inspect overloads at the end; JSON is written only at the edges (files, program.db).
 #include <caf/all.hpp>
 
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <map>
 #include <optional>
 #include <ostream>
 #include <string>
 #include <vector>
 
+#include "platform/analysis/bottleneck.hpp"
+#include "platform/profile_core/kernel_profile.hpp"
 #include "platform/store/program_db.hpp"
 
 namespace kagent {
@@ -121,9 +124,7 @@ struct profile_result {
   bool available = false;
   bool ok = false;
   std::string platform;         ///< the profiler component's platform: rocm, nvidia, cpu, noop
-  std::string kernel_name;      ///< the kernel the parser chose
-  std::string metrics_json;     ///< flat, filtered metrics of the profiled kernel (JSON object)
-  std::string roofline_json;    ///< the roofline verdict (JSON object); "" when none
+  kernel_profile profile;       ///< when ok: the kernel the parser chose, its metrics and roofline
   std::string error;            ///< why it failed (verbatim parser / runner error)
   std::string invocation;       ///< which command failed ("stats pass", "PMC pass 3", "ncu")
   std::string output_tail;      ///< the failing command's stderr/stdout tail
@@ -155,11 +156,12 @@ struct candidate_spec {
   std::string parent_code;
   double parent_time_ms = not_measured;
   double eager_ms = not_measured;
-  std::string history_json;  ///< {"attempts": [...], "reflexions": [...]}: the last ones, for the prompt
+  /// The run's last attempts and reflexions (program.db's history), for the prompt.
+  std::vector<store::attempt_record> recent_attempts;
+  std::vector<store::reflexion_record> recent_reflexions;
   std::string work_dir;
-  /// The manager's cached analysis of the parent (SPEC §1.2 step 7.2): {"profile": {"metrics": {...},
-  /// "roofline": {...}} or null, "bottlenecks": [...], "source": "llm"|"synthetic"|"none"}. "" = none.
-  std::string baseline_json;
+  /// The manager's cached analysis of the parent (SPEC §1.2 step 7.2); none when there is none.
+  std::optional<kernel_analysis> baseline;
   int32_t num_bottlenecks = 1;  ///< directions the strategy fans out (SPEC §14 B.83)
   int32_t worker_id = -1;       ///< the manager's worker slot (attempt records, SPEC §14 B.90)
   bool synthetic = false;       ///< set by the gpu worker: its session is in synthetic mode
@@ -183,7 +185,7 @@ struct candidate_result {
   /// the program, worker and round before committing them.
   std::vector<store::attempt_record> attempt;
   std::vector<store::reflexion_record> reflexion;
-  std::string profile_json;     ///< SOL profile of the new kernel {"metrics", "roofline"}; "" = none
+  std::optional<kernel_profile> profile;  ///< SOL profile of the new kernel, when one was taken
   double device_s = 0;          ///< time this candidate held the device (verify, benchmark, test.py, profile)
   double user_test_s = 0;       ///< of device_s, the kernel directory's test.py run
   double llm_s = 0;             ///< time spent waiting for LLM replies
@@ -200,7 +202,7 @@ struct dedup_query {
 };
 struct dedup_answer {
   std::string duplicate_of;  ///< "" when the code is new
-  std::string profile_json;  ///< the original's profile {"metrics","roofline"} when one exists
+  std::optional<kernel_profile> profile;  ///< the original's profile, when one exists
 };
 /// A parent's analysis for the manager's baseline cache: one profile, one bottleneck analysis asking
 /// for `num_bottlenecks` directions, shared by every candidate that expands the parent.
@@ -211,11 +213,11 @@ struct analyze_parent {
   int32_t num_bottlenecks = 1;
   std::string work_dir;
   std::string model;
-  std::string known_profile_json;  ///< the parent's own SOL profile {"metrics","roofline"}: no new profile
+  std::optional<kernel_profile> known_profile;  ///< the parent's own SOL profile: no new profile is taken
 };
 struct parent_analysis {
   std::string parent_id;
-  std::string analysis_json;    ///< the candidate_spec::baseline_json shape
+  kernel_analysis analysis;
   bool profile_failed = false;
   double device_s = 0;
   double llm_s = 0;
@@ -227,7 +229,88 @@ struct run_event {
   std::string payload_json;
 };
 
+} // namespace kagent
+
+namespace kagent::wire {
+/// CAF 0.17 has no inspect for std::optional: a field travels as a flag and a value (never a
+/// non-finite double, which CAF's binary serializer cannot take) and is put back after loading.
+template <class T>
+struct opt {
+  std::optional<T>& ref;
+  bool has;
+  T value;
+  explicit opt(std::optional<T>& r) : ref(r), has(r.has_value()), value(r.value_or(T{})) {
+    if constexpr (std::is_floating_point_v<T>)
+      if (!std::isfinite(value)) has = false, value = T{};
+  }
+  void put() { ref = has ? std::optional<T>(value) : std::nullopt; }
+};
+/// A map of numbers travels without its non-finite entries (a metric that is not a number was not
+/// measured; CAF's binary serializer cannot take one).
+struct finite_map {
+  std::map<std::string, double>& ref;
+  std::map<std::string, double> value;
+  explicit finite_map(std::map<std::string, double>& r) : ref(r) {
+    for (const auto& [k, v] : r)
+      if (std::isfinite(v)) value.emplace(k, v);
+  }
+  void put() { ref = std::move(value); }
+};
+} // namespace kagent::wire
+
+namespace kagent {
+
 // ---- inspect overloads ---------------------------------------------------------------------------
+template <class I>
+typename I::result_type inspect(I& f, roofline_result& x) {
+  wire::opt<double> compute{x.compute_sol_pct}, memory{x.memory_sol_pct};
+  wire::finite_map details{x.details};
+  return f(caf::meta::type_name("roofline_result"), x.vendor, compute.has, compute.value, memory.has, memory.value,
+           x.efficiency_pct, x.headroom_pct, x.at_roofline, x.bottleneck, x.uses_tensor_cores, details.value,
+           x.notes, x.warnings, caf::meta::load_callback([&]() -> caf::error {
+             compute.put();
+             memory.put();
+             details.put();
+             return caf::none;
+           }));
+}
+template <class I>
+typename I::result_type inspect(I& f, kernel_profile& x) {
+  wire::finite_map metrics{x.metrics};
+  wire::opt<roofline_result> roofline{x.roofline};
+  return f(caf::meta::type_name("kernel_profile"), x.kernel_name, x.platform, x.label, metrics.value, roofline.has,
+           roofline.value, caf::meta::load_callback([&]() -> caf::error {
+             metrics.put();
+             roofline.put();
+             return caf::none;
+           }));
+}
+template <class I>
+typename I::result_type inspect(I& f, evidence_item& x) {
+  return f(caf::meta::type_name("evidence_item"), x.metric, x.value, x.interpretation);
+}
+template <class I>
+typename I::result_type inspect(I& f, fix_item& x) {
+  return f(caf::meta::type_name("fix_item"), x.fix, x.rationale);
+}
+template <class I>
+typename I::result_type inspect(I& f, root_cause& x) {
+  return f(caf::meta::type_name("root_cause"), x.cause, x.evidence, x.fixes);
+}
+template <class I>
+typename I::result_type inspect(I& f, bottleneck& x) {
+  return f(caf::meta::type_name("bottleneck"), x.category, x.summary, x.reasoning, x.root_causes,
+           x.recommended_fixes);
+}
+template <class I>
+typename I::result_type inspect(I& f, kernel_analysis& x) {
+  wire::opt<kernel_profile> profile{x.profile};
+  return f(caf::meta::type_name("kernel_analysis"), profile.has, profile.value, x.bottlenecks, x.source,
+           caf::meta::load_callback([&]() -> caf::error {
+             profile.put();
+             return caf::none;
+           }));
+}
 template <class I>
 typename I::result_type inspect(I& f, chat_message& x) {
   return f(caf::meta::type_name("chat_message"), x.role, x.content);
@@ -260,8 +343,7 @@ typename I::result_type inspect(I& f, profile& x) {
 template <class I>
 typename I::result_type inspect(I& f, profile_result& x) {
   return f(caf::meta::type_name("profile_result"), x.candidate_id, x.label, x.available, x.ok, x.platform,
-           x.kernel_name, x.metrics_json, x.roofline_json, x.error, x.invocation, x.output_tail, x.wall_s,
-           x.synthetic, x.abandoned);
+           x.profile, x.error, x.invocation, x.output_tail, x.wall_s, x.synthetic, x.abandoned);
 }
 template <class I>
 typename I::result_type inspect(I& f, profiling_failed& x) {
@@ -270,16 +352,25 @@ typename I::result_type inspect(I& f, profiling_failed& x) {
 }
 template <class I>
 typename I::result_type inspect(I& f, candidate_spec& x) {
+  wire::opt<kernel_analysis> baseline{x.baseline};
   return f(caf::meta::type_name("candidate_spec"), x.id, x.parent_id, x.round, x.bottleneck_id, x.sample_idx,
-           x.model, x.parent_code, x.parent_time_ms, x.eager_ms, x.history_json, x.work_dir, x.baseline_json,
-           x.num_bottlenecks, x.worker_id, x.synthetic, x.best_ms);
+           x.model, x.parent_code, x.parent_time_ms, x.eager_ms, x.recent_attempts, x.recent_reflexions, x.work_dir,
+           baseline.has, baseline.value, x.num_bottlenecks, x.worker_id, x.synthetic, x.best_ms,
+           caf::meta::load_callback([&]() -> caf::error {
+             baseline.put();
+             return caf::none;
+           }));
 }
 template <class I>
 typename I::result_type inspect(I& f, candidate_result& x) {
+  wire::opt<kernel_profile> profile{x.profile};
   return f(caf::meta::type_name("candidate_result"), x.candidate_id, x.parent_id, x.round, x.gpu_id, x.ok, x.code,
            x.time_ms, x.error, x.failure_cause, x.code_hash, x.bottleneck, x.model, x.attempt,
-           x.reflexion, x.profile_json, x.device_s, x.user_test_s, x.llm_s, x.floor_pct,
-           x.time_spread_pct);
+           x.reflexion, profile.has, profile.value, x.device_s, x.user_test_s, x.llm_s, x.floor_pct,
+           x.time_spread_pct, caf::meta::load_callback([&]() -> caf::error {
+             profile.put();
+             return caf::none;
+           }));
 }
 template <class I>
 typename I::result_type inspect(I& f, dedup_query& x) {
@@ -287,16 +378,25 @@ typename I::result_type inspect(I& f, dedup_query& x) {
 }
 template <class I>
 typename I::result_type inspect(I& f, dedup_answer& x) {
-  return f(caf::meta::type_name("dedup_answer"), x.duplicate_of, x.profile_json);
+  wire::opt<kernel_profile> profile{x.profile};
+  return f(caf::meta::type_name("dedup_answer"), x.duplicate_of, profile.has, profile.value,
+           caf::meta::load_callback([&]() -> caf::error {
+             profile.put();
+             return caf::none;
+           }));
 }
 template <class I>
 typename I::result_type inspect(I& f, analyze_parent& x) {
+  wire::opt<kernel_profile> known{x.known_profile};
   return f(caf::meta::type_name("analyze_parent"), x.parent_id, x.code, x.time_ms, x.num_bottlenecks, x.work_dir,
-           x.model, x.known_profile_json);
+           x.model, known.has, known.value, caf::meta::load_callback([&]() -> caf::error {
+             known.put();
+             return caf::none;
+           }));
 }
 template <class I>
 typename I::result_type inspect(I& f, parent_analysis& x) {
-  return f(caf::meta::type_name("parent_analysis"), x.parent_id, x.analysis_json, x.profile_failed, x.device_s,
+  return f(caf::meta::type_name("parent_analysis"), x.parent_id, x.analysis, x.profile_failed, x.device_s,
            x.llm_s);
 }
 template <class I>
@@ -307,21 +407,6 @@ typename I::result_type inspect(I& f, run_event& x) {
 } // namespace kagent
 
 // ---- platform/store records ----------------------------------------------------------------------
-namespace kagent::wire {
-/// CAF 0.17 has no inspect for std::optional: a field travels as a flag and a value (never a
-/// non-finite double, which CAF's binary serializer cannot take) and is put back after loading.
-template <class T>
-struct opt {
-  std::optional<T>& ref;
-  bool has;
-  T value;
-  explicit opt(std::optional<T>& r) : ref(r), has(r.has_value()), value(r.value_or(T{})) {
-    if constexpr (std::is_floating_point_v<T>)
-      if (!std::isfinite(value)) has = false, value = T{};
-  }
-  void put() { ref = has ? std::optional<T>(value) : std::nullopt; }
-};
-} // namespace kagent::wire
 
 namespace kagent::store {
 template <class I>

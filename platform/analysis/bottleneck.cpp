@@ -174,6 +174,22 @@ json to_json(const bottleneck& b) {
 
 bottleneck bottleneck_from_json(const json& j) { return read_bottleneck(j, true); }
 
+json to_json(const kernel_analysis& a) {
+  json bs = json::array();
+  for (const auto& b : a.bottlenecks) bs.push_back(to_json(b));
+  return {{"profile", a.profile ? json(*a.profile) : json(nullptr)}, {"bottlenecks", bs}, {"source", a.source}};
+}
+
+kernel_analysis analysis_from_json(const json& j) {
+  kernel_analysis a;
+  if (!j.is_object()) return a;
+  if (j.contains("profile") && j.at("profile").is_object()) a.profile = j.at("profile").get<kernel_profile>();
+  if (j.contains("bottlenecks") && j.at("bottlenecks").is_array())
+    for (const auto& b : j.at("bottlenecks")) a.bottlenecks.push_back(bottleneck_from_json(b));
+  a.source = j.value("source", std::string{"none"});
+  return a;
+}
+
 std::vector<bottleneck> parse_bottleneck_reply(const std::string& text) {
   const auto first_bracket = text.find('[');
   const auto first_brace = text.find('{');

@@ -2,10 +2,13 @@
 // Bottleneck analysis (SPEC §7): the prompt that asks the LLM for N directions, the parser of its
 // reply, and the one synthetic diagnosis used when ROCm profiling is unavailable.
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
+
+#include "platform/profile_core/kernel_profile.hpp"
 
 namespace kagent {
 
@@ -34,6 +37,18 @@ nlohmann::json to_json(const bottleneck& b);
 /// Reads to_json's shape leniently (the normalisation of SPEC §7.3; a stored recommended_fixes list
 /// is kept as it is). A non-object gives the default direction (underutilized).
 bottleneck bottleneck_from_json(const nlohmann::json& j);
+
+/// A parent's analysis, shared by every candidate that expands it: the profile it was made from (when
+/// one was taken, or the parent's own SOL profile), the directions in order, and where they came from.
+struct kernel_analysis {
+  std::optional<kernel_profile> profile;
+  std::vector<bottleneck> bottlenecks;
+  std::string source = "none";  ///< llm | synthetic | synthetic+llm | none
+};
+/// {"profile": {...} | null, "bottlenecks": [...], "source": "..."} (analysis.json, run_state).
+nlohmann::json to_json(const kernel_analysis& a);
+/// Reads to_json's shape; a non-object gives an empty analysis (source "none").
+kernel_analysis analysis_from_json(const nlohmann::json& j);
 
 /// The three categories (SPEC §7.1).
 bool is_bottleneck_category(const std::string& c);

@@ -7,7 +7,7 @@
 
 #include "platform/common/errors.hpp"
 #include "platform/nvidia/ncu_plan.hpp"
-#include "platform/rocm/profile_common.hpp"
+#include "platform/profile_core/profile_common.hpp"
 #include "platform/common/files.hpp"
 
 namespace kagent {

@@ -6,7 +6,7 @@
 #include <unistd.h>
 
 #include "platform/common/errors.hpp"
-#include "platform/rocm/rocprof_plan.hpp"
+#include "platform/profile_core/profile_common.hpp"
 
 namespace fs = std::filesystem;
 

@@ -1,7 +1,6 @@
 #include "platform/nvidia/nvidia_roofline.hpp"
 
 #include "platform/common/errors.hpp"
-#include "platform/rocm/rocm_roofline.hpp"
 
 namespace kagent {
 
@@ -44,13 +43,6 @@ roofline_result nvidia_roofline_analyzer::analyze(const metric_map& m) const {
                     "elapsed)");
   classify(r);
   return r;
-}
-
-std::unique_ptr<roofline_analyzer> make_roofline_analyzer(const std::string& vendor, const roofline_config& cfg,
-                                                          const std::optional<gpu_specs>& specs) {
-  if (vendor == "nvidia") return std::make_unique<nvidia_roofline_analyzer>(cfg);
-  if (vendor == "rocm" || vendor == "amd") return std::make_unique<rocm_roofline_analyzer>(cfg, specs);
-  throw user_error("roofline: unknown vendor '" + vendor + "' (expected nvidia or rocm)");
 }
 
 } // namespace kagent

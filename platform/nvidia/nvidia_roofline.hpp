@@ -6,7 +6,7 @@
 #include <optional>
 
 #include "platform/gpu/specs.hpp"
-#include "platform/rocm/roofline.hpp"
+#include "platform/profile_core/roofline.hpp"
 
 namespace kagent {
 
@@ -16,10 +16,5 @@ public:
   std::string vendor() const override { return "nvidia"; }
   roofline_result analyze(const metric_map& metrics) const override;
 };
-
-/// The analyzer for a vendor ("nvidia", or "rocm"/"amd"); `specs` is needed for ROCm's peaks.
-/// Unknown vendor: user_error.
-std::unique_ptr<roofline_analyzer> make_roofline_analyzer(const std::string& vendor, const roofline_config& cfg,
-                                                          const std::optional<gpu_specs>& specs);
 
 } // namespace kagent

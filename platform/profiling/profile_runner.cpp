@@ -14,9 +14,9 @@
 #include "platform/gpu/specs.hpp"
 #include "platform/nvidia/ncu_parse.hpp"
 #include "platform/nvidia/ncu_plan.hpp"
-#include "platform/nvidia/nvidia_roofline.hpp"
+#include "platform/profiling/roofline_factory.hpp"
 #include "platform/process/runner.hpp"
-#include "platform/rocm/profile_common.hpp"
+#include "platform/profile_core/profile_common.hpp"
 #include "platform/rocm/rocprof_parse.hpp"
 #include "platform/rocm/rocprof_plan.hpp"
 #include "platform/common/files.hpp"
@@ -381,7 +381,7 @@ nlohmann::json run_rocprof(profile_session& s, const kernel_profile_request& req
     throw profile_failure{e.what(), "merge", ""};
   }
   out.kernel_name = prof.kernel_name;
-  out.metrics = nlohmann::json(prof.metrics);
+  out.metrics = prof.metrics;
   nlohmann::json detail = prof;
   detail["rocprof_bin"] = binary;
   return detail;
@@ -428,7 +428,7 @@ nlohmann::json run_ncu(profile_session& s, const kernel_profile_request& req, ke
   }
   s.settle("accepted");
   out.kernel_name = sel.kernel_name;
-  out.metrics = nlohmann::json(sel.metrics);
+  out.metrics = sel.metrics;
   nlohmann::json detail = sel;
   detail["ncu_bin"] = binary;
   detail["kernel_filter"] = filter;
@@ -460,8 +460,7 @@ void add_roofline(const kernel_profile_request& req, kernel_profile_outcome& out
   // NVIDIA's SOLs are ncu's own percentages of the device's peaks: no spec row needed.
   try {
     auto analyzer = make_roofline_analyzer(req.platform, req.roofline, specs);
-    nlohmann::json m = out.metrics;
-    out.roofline = analyzer->analyze_json(m);
+    out.roofline = analyzer->analyze(out.metrics);
   } catch (const std::exception& e) {
     out.notes.push_back(std::string("roofline failed: ") + e.what());
   }
@@ -477,7 +476,7 @@ void write_metrics_file(const fs::path& dir, const kernel_profile_request& req, 
                    {"error", out.error},
                    {"invocation", out.invocation},
                    {"metrics", out.metrics},
-                   {"roofline", out.roofline},
+                   {"roofline", out.roofline ? nlohmann::json(*out.roofline) : nlohmann::json(nullptr)},
                    {"notes", out.notes},
                    {"budget_s", out.budget_s},
                    {"wall_s", out.wall_s},
@@ -525,8 +524,8 @@ kernel_profile_outcome profile_kernel(const kernel_profile_request& req) {
     out.invocation = out.records.empty() ? "setup" : out.records.back().name;
   }
   if (!out.ok) {
-    out.metrics = nlohmann::json::object();
-    out.roofline = nullptr;
+    out.metrics.clear();
+    out.roofline.reset();
   }
   out.wall_s = s.elapsed();
   if (dir_ready) {

@@ -26,6 +26,7 @@
 #include "platform/common/env.hpp"
 #include "platform/config/config.hpp"
 #include "platform/process/sandbox.hpp"
+#include "platform/profile_core/roofline.hpp"
 
 namespace kagent {
 
@@ -78,8 +79,8 @@ struct kernel_profile_outcome {
   std::string invocation;          ///< the failing invocation's name ("setup" before any tool ran)
   std::string output_tail;         ///< the failing invocation's output
   std::string kernel_name;         ///< the kernel the parser chose
-  nlohmann::json metrics = nlohmann::json::object();  ///< flat: metric -> number
-  nlohmann::json roofline;         ///< roofline_result as JSON, or null
+  metric_map metrics;              ///< flat: metric -> number (empty on failure)
+  std::optional<roofline_result> roofline;  ///< none on failure, or when no verdict could be derived
   /// Parser detail: ROCm {kernel_name, dispatch, metrics, _raw_counters, rocprof_bin}; NVIDIA the
   /// ncu selection {kernel_name, id, dispatch_count, chosen_by_name, metrics, all_metrics, ncu_bin,
   /// kernel_filter}. Null on failure.

@@ -12,7 +12,7 @@
 #include <optional>
 
 #include "platform/gpu/specs.hpp"
-#include "platform/rocm/roofline.hpp"
+#include "platform/profile_core/roofline.hpp"
 
 namespace kagent {
 

@@ -7,7 +7,7 @@
 #include <set>
 
 #include "platform/common/errors.hpp"
-#include "platform/rocm/profile_common.hpp"
+#include "platform/profile_core/profile_common.hpp"
 #include "platform/common/text.hpp"
 #include "platform/common/files.hpp"
 

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "platform/rocm/roofline.hpp"
+#include "platform/profile_core/roofline.hpp"
 
 namespace kagent {
 

@@ -73,15 +73,6 @@ std::vector<const rocprof_invocation*> rocprof_plan::all_invocations() const {
   return out;
 }
 
-std::string sanitize_kernel_id(const std::string& id) {
-  std::string out;
-  for (char c : id) {
-    auto u = static_cast<unsigned char>(c);
-    out.push_back(std::isalnum(u) || c == '-' || c == '_' || c == '.' ? c : '_');
-  }
-  return out;
-}
-
 rocprof_plan plan_rocprof(const rocprof_target& t, const rocprof_plan_options& opts) {
   auto need = [](const std::string& v, const char* what) {
     if (v.empty()) throw user_error(std::string("rocprof plan: ") + what + " is empty");
@@ -152,8 +143,6 @@ double apply_profile_budget(rocprof_plan& plan, double total_budget_s, double pe
     for (auto& a : p.alternatives) a.timeout_s = share;
   return share;
 }
-
-double default_profile_budget_s(double candidate_timeout_s) { return candidate_timeout_s / 2.0; }
 
 std::string find_rocprof_binary(const platform_kwargs& kw, const env_map& env, const std::string& python,
                                 const std::vector<std::string>& fallback_dirs) {

@@ -9,6 +9,7 @@
 
 #include "platform/common/env.hpp"
 #include "platform/config/config.hpp"
+#include "platform/profile_core/profile_common.hpp"
 
 namespace kagent {
 
@@ -80,9 +81,6 @@ struct rocprof_plan_options {
   double per_command_cap_s = 600; ///< no single command waits longer than this
 };
 
-/// Letters, digits, '-', '_' and '.' are kept; anything else becomes '_' (ids end up in file names).
-std::string sanitize_kernel_id(const std::string& id);
-
 /// Builds the plan: a stats pass
 ///   <bin> --kernel-trace --stats --output-format csv -d <dir> -o <id>_stats -- <python> <wrapper>
 /// and per counter group i, alternative j:
@@ -96,10 +94,6 @@ rocprof_plan plan_rocprof(const rocprof_target& target, const rocprof_plan_optio
 /// The profile runner does not use these nominal timeouts: it decides each command's timeout when it
 /// starts (fair_command_timeout in platform/profiling/profile_runner.hpp).
 double apply_profile_budget(rocprof_plan& plan, double total_budget_s, double per_command_cap_s = 600);
-
-/// The default profile budget when the config leaves profile_budget_s at 0: half the candidate's
-/// timeout, so that verification and benchmarking keep the other half.
-double default_profile_budget_s(double candidate_timeout_s);
 
 /// Finds rocprofv3 (SPEC §5.3, §10.3, §14 A.1, A.36): platform_kwargs.rocprof_bin_path, else
 /// ncu_bin_path, else `rocprofv3` on $PATH (from `env`), beside the interpreter as written (a venv

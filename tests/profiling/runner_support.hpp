@@ -9,7 +9,7 @@
 
 #include "platform/common/files.hpp"
 #include "platform/profiling/profile_runner.hpp"
-#include "platform/rocm/profile_common.hpp"
+#include "platform/profile_core/profile_common.hpp"
 #include "test_support.hpp"
 
 namespace kagent::test {

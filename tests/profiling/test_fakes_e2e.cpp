@@ -13,7 +13,7 @@
 #include "platform/nvidia/ncu_parse.hpp"
 #include "platform/nvidia/ncu_plan.hpp"
 #include "platform/nvidia/nvidia_roofline.hpp"
-#include "platform/rocm/profile_common.hpp"
+#include "platform/profile_core/profile_common.hpp"
 #include "platform/rocm/rocm_roofline.hpp"
 #include "platform/rocm/rocprof_parse.hpp"
 #include "platform/rocm/rocprof_plan.hpp"
@@ -39,7 +39,7 @@ struct rocm_case : runner_case {
   std::string log_text() { return read_file(root / "fake.log"); }
 };
 
-double metric(const kernel_profile_outcome& o, const std::string& k) { return o.metrics.at(k).get<double>(); }
+double metric(const kernel_profile_outcome& o, const std::string& k) { return o.metrics.at(k); }
 
 } // namespace
 
@@ -58,9 +58,9 @@ TEST(FakeRocprof, EndToEndProfileOfTheMeasuredDispatchOnMi300x) {
   EXPECT_EQ(r.records.size(), 8u);  // no fallback needed on gfx942
   // Every invocation really ran the wrapper on the kernel: 3 warm-ups, the measured call, its shape.
   for (const auto& rec : r.records) EXPECT_NE(rec.output_tail.find("output shape: (64, 1)"), std::string::npos);
-  EXPECT_NEAR(r.roofline.at("memory_sol_pct").get<double>(), 67.53, 0.01);
-  EXPECT_EQ(r.roofline.at("bottleneck"), "memory");
-  EXPECT_FALSE(r.roofline.at("at_roofline").get<bool>());
+  EXPECT_NEAR(r.roofline->memory_sol_pct.value(), 67.53, 0.01);
+  EXPECT_EQ(r.roofline->bottleneck, "memory");
+  EXPECT_FALSE(r.roofline->at_roofline);
   auto log = c.log_text();
   EXPECT_EQ(log.find("\"-f\""), std::string::npos);
   EXPECT_NE(log.find("\"--output-format\", \"csv\""), std::string::npos);
@@ -160,7 +160,7 @@ TEST(FakeRocprof, PartialCountersStayAbsent) {
   EXPECT_EQ(r.metrics.count("sq_waves"), 1u);
   EXPECT_EQ(r.metrics.count("sq_insts_valu"), 0u);
   EXPECT_EQ(r.metrics.count("inst_mix_valu_pct"), 0u);
-  EXPECT_TRUE(r.roofline.at("compute_sol_pct").is_null());
+  EXPECT_FALSE(r.roofline->compute_sol_pct.has_value());
 }
 
 TEST(FakeRocprof, OptionalMfmaPassMayFailWithoutFailingTheProfile) {
@@ -221,8 +221,8 @@ TEST(FakeNcu, EndToEndFilteredProfileSelectsTheMeasuredLaunch) {
   for (const auto& row : table.rows) EXPECT_EQ(row.kernel_name, "matvec_kernel");  // the filter worked
   EXPECT_EQ(r.kernel_name, "matvec_kernel");
   EXPECT_EQ(r.detail.at("id").get<long long>(), 4);
-  EXPECT_DOUBLE_EQ(r.roofline.at("memory_sol_pct").get<double>(), 12.41);
-  EXPECT_EQ(r.roofline.at("bottleneck"), "underutilized");  // 4 GiB in 7.46 ms: 576 GB/s of 4.8 TB/s
+  EXPECT_DOUBLE_EQ(r.roofline->memory_sol_pct.value(), 12.41);
+  EXPECT_EQ(r.roofline->bottleneck, "underutilized");  // 4 GiB in 7.46 ms: 576 GB/s of 4.8 TB/s
 }
 
 TEST(FakeNcu, PermissionErrorAndNoKernelsProfiled) {

@@ -6,7 +6,7 @@
 #include "platform/common/errors.hpp"
 #include "platform/nvidia/ncu_parse.hpp"
 #include "platform/nvidia/ncu_plan.hpp"
-#include "platform/rocm/profile_common.hpp"
+#include "platform/profile_core/profile_common.hpp"
 #include "test_support.hpp"
 #include "platform/common/files.hpp"
 

@@ -1,7 +1,7 @@
 #include <gtest/gtest.h>
 
 #include "platform/common/errors.hpp"
-#include "platform/rocm/profile_common.hpp"
+#include "platform/profile_core/profile_common.hpp"
 #include "platform/common/files.hpp"
 
 using namespace kagent;

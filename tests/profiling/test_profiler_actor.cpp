@@ -130,11 +130,12 @@ TEST(ProfilerActor, RocmSuccessRepliesWithMetricsAndRoofline) {
   EXPECT_EQ(r.candidate_id, "r1_c0");
   EXPECT_EQ(r.label, "sol");
   EXPECT_EQ(r.platform, "rocm");
-  EXPECT_EQ(r.kernel_name, "matvec_kernel");
-  auto m = nlohmann::json::parse(r.metrics_json);
-  EXPECT_DOUBLE_EQ(m.at("duration_ms").get<double>(), 1.2);
-  auto roof = nlohmann::json::parse(r.roofline_json);
-  EXPECT_NEAR(roof.at("memory_sol_pct").get<double>(), 67.53, 0.01);
+  EXPECT_EQ(r.profile.kernel_name, "matvec_kernel");
+  EXPECT_EQ(r.profile.label, "sol");
+  EXPECT_EQ(r.profile.platform, "rocm");
+  EXPECT_DOUBLE_EQ(r.profile.metrics.at("duration_ms"), 1.2);
+  ASSERT_TRUE(r.profile.roofline);
+  EXPECT_NEAR(r.profile.roofline->memory_sol_pct.value(), 67.53, 0.01);
   EXPECT_TRUE(r.error.empty());
   EXPECT_GT(r.wall_s, 0);
   // Everything under <work_dir>/profile_<profile_id>/.
@@ -154,7 +155,7 @@ TEST(ProfilerActor, RocmFailureTellsTheManagerAndTurnsTheSessionSynthetic) {
   EXPECT_EQ(r.error, "rocprof stats pass failed (rc=3)");
   EXPECT_EQ(r.invocation, "stats pass");
   EXPECT_NE(r.output_tail.find("fault injected"), std::string::npos) << r.output_tail;
-  EXPECT_TRUE(r.metrics_json.empty());
+  EXPECT_TRUE(r.profile.metrics.empty());
   EXPECT_EQ(c.failures(), std::vector<std::string>{"2|r1_c0|rocm|stats pass|rocprof stats pass failed (rc=3)"});
   const size_t runs = c.tool_runs();
   EXPECT_EQ(runs, 1u);
@@ -194,8 +195,8 @@ TEST(ProfilerActor, NvidiaFailureDoesNotGoSyntheticAndTheNextProfileRuns) {
   auto ok = c.ask(c.request("r2_c0"));
   ASSERT_TRUE(ok.ok) << ok.error;
   EXPECT_EQ(ok.platform, "nvidia");
-  EXPECT_EQ(ok.kernel_name, "matvec_kernel");
-  EXPECT_DOUBLE_EQ(nlohmann::json::parse(ok.roofline_json).at("memory_sol_pct").get<double>(), 12.41);
+  EXPECT_EQ(ok.profile.kernel_name, "matvec_kernel");
+  EXPECT_DOUBLE_EQ(ok.profile.roofline.value().memory_sol_pct.value(), 12.41);
   EXPECT_EQ(c.tool_runs(), 2u);
   EXPECT_EQ(c.failures().size(), 1u);
 }

@@ -4,6 +4,7 @@
 #include "platform/gpu/specs.hpp"
 #include "platform/nvidia/nvidia_roofline.hpp"
 #include "platform/rocm/rocm_roofline.hpp"
+#include "platform/profiling/roofline_factory.hpp"
 #include "platform/rocm/rocprof_parse.hpp"
 
 using namespace kagent;

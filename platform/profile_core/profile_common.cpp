@@ -1,4 +1,4 @@
-#include "platform/rocm/profile_common.hpp"
+#include "platform/profile_core/profile_common.hpp"
 
 #include <csv.h>
 
@@ -128,5 +128,16 @@ std::optional<std::string> busiest_kernel(const std::vector<std::pair<std::strin
   }
   return best;
 }
+
+std::string sanitize_kernel_id(const std::string& id) {
+  std::string out;
+  for (char c : id) {
+    auto u = static_cast<unsigned char>(c);
+    out.push_back(std::isalnum(u) || c == '-' || c == '_' || c == '.' ? c : '_');
+  }
+  return out;
+}
+
+double default_profile_budget_s(double candidate_timeout_s) { return candidate_timeout_s / 2.0; }
 
 } // namespace kagent

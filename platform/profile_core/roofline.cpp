@@ -1,4 +1,4 @@
-#include "platform/rocm/roofline.hpp"
+#include "platform/profile_core/roofline.hpp"
 
 #include <fmt/format.h>
 

@@ -1,5 +1,5 @@
 #pragma once
-// Pieces both profilers share: a CSV table read with libcsv and looked up by column *name* (every
+// Pieces both profilers share (a vendor-neutral layer below platform/rocm and platform/nvidia): a CSV table read with libcsv and looked up by column *name* (every
 // profiler format has renamed, added and reordered columns between releases), tolerant number
 // parsing, and the one kernel-selection rule used everywhere (SPEC §14 B.85).
 #include <initializer_list>
@@ -44,5 +44,12 @@ bool is_pytorch_kernel(std::string_view name);
 /// whose name lacks "at::", the largest total; a tie keeps the later entry. Entries with the same
 /// name are summed first. nullopt when every entry is a PyTorch kernel (or there is none).
 std::optional<std::string> busiest_kernel(const std::vector<std::pair<std::string, double>>& totals);
+
+/// Letters, digits, '-', '_' and '.' are kept; anything else becomes '_' (ids end up in file names).
+std::string sanitize_kernel_id(const std::string& id);
+
+/// The default profile budget when the config leaves profile_budget_s at 0: half the candidate's
+/// timeout, so that verification and benchmarking keep the other half.
+double default_profile_budget_s(double candidate_timeout_s);
 
 } // namespace kagent
