@@ -29,22 +29,19 @@ std::pair<nlohmann::json, nlohmann::json> cause_and_fix(const std::optional<bott
 } // namespace
 
 caf::behavior candidate_actor(caf::stateful_actor<candidate_state>* self, context_ptr ctx, candidate_spec spec,
-                              int device_id, caf::actor worker, caf::actor evaluator, caf::actor profiler,
-                              caf::actor llm) {
-  return self->state.start(self, std::move(ctx), std::move(spec), device_id, std::move(worker), std::move(evaluator),
-                           std::move(profiler), std::move(llm));
+                              int device_id, caf::actor worker, caf::actor device, caf::actor llm) {
+  return self->state.start(self, std::move(ctx), std::move(spec), device_id, std::move(worker), std::move(device),
+                           std::move(llm));
 }
 
 caf::behavior candidate_state::start(caf::stateful_actor<candidate_state>* self, context_ptr ctx, candidate_spec spec,
-                                     int device_id, caf::actor worker, caf::actor evaluator, caf::actor profiler,
-                                     caf::actor llm) {
+                                     int device_id, caf::actor worker, caf::actor device, caf::actor llm) {
   install_exception_handler(self, "candidate");
   self_ = self;
   ctx_ = std::move(ctx);
   spec_ = std::move(spec);
   worker_ = std::move(worker);
-  evaluator_ = std::move(evaluator);
-  profiler_ = std::move(profiler);
+  device_ = std::move(device);
   llm_ = std::move(llm);
   read_spec(device_id);
   choose_direction();
@@ -163,7 +160,7 @@ void candidate_state::on_reply(const std::string& purpose, int n, const completi
 
 void candidate_state::verify() {
   write("kernel.py", code_);
-  self_->request(evaluator_, caf::infinite, evaluate{spec_.id, code_, "verify", spec_.work_dir})
+  self_->request(device_, caf::infinite, evaluate{spec_.id, code_, "verify", spec_.work_dir})
       .then([this](const evaluation& e) { on_verified(e); },
             [this](caf::error& err) { finish(false, "crash", "evaluator unavailable: " + to_string(err)); });
 }
@@ -220,7 +217,7 @@ void candidate_state::benchmark() {
 void candidate_state::benchmark_against(double best_now) {
   double bar = spec_.best_ms;
   if (is_measured(best_now) && (!is_measured(bar) || best_now < bar)) bar = best_now;
-  self_->request(evaluator_, caf::infinite, evaluate{spec_.id, code_, "benchmark", spec_.work_dir, bar})
+  self_->request(device_, caf::infinite, evaluate{spec_.id, code_, "benchmark", spec_.work_dir, bar})
       .then([this](const evaluation& be) { on_benchmarked(be); },
             [this](caf::error& err) { finish(false, "crash", "evaluator unavailable: " + to_string(err)); });
 }
@@ -272,7 +269,8 @@ void candidate_state::profile_sol() {
   p.label = "sol";
   p.work_dir = spec_.work_dir;
   p.profile_id = spec_.id + "_sol";
-  self_->request(profiler_, caf::infinite, p)
+  // Through the worker, which owns the device's analysis mode.
+  self_->request(worker_, caf::infinite, p)
       .then([this](const profile_result& pr) { on_profile(pr); }, [this](caf::error&) { reflect(); });
 }
 

@@ -20,7 +20,7 @@ public:
   static inline const char* name = "candidate";
 
   caf::behavior start(caf::stateful_actor<candidate_state>* self, context_ptr ctx, candidate_spec spec, int device_id,
-                      caf::actor worker, caf::actor evaluator, caf::actor profiler, caf::actor llm);
+                      caf::actor worker, caf::actor device, caf::actor llm);
 
 private:
   // ---- set-up -------------------------------------------------------------------------------------
@@ -53,7 +53,7 @@ private:
 
   caf::stateful_actor<candidate_state>* self_ = nullptr;
   context_ptr ctx_;
-  caf::actor worker_, evaluator_, profiler_, llm_;
+  caf::actor worker_, device_, llm_;
   candidate_spec spec_;
   candidate_result result_;
   std::string code_;
@@ -70,7 +70,6 @@ private:
 
 /// One in-flight candidate pipeline; sends its candidate_result to `worker` and quits.
 caf::behavior candidate_actor(caf::stateful_actor<candidate_state>* self, context_ptr ctx, candidate_spec spec,
-                              int device_id, caf::actor worker, caf::actor evaluator, caf::actor profiler,
-                              caf::actor llm);
+                              int device_id, caf::actor worker, caf::actor device, caf::actor llm);
 
 } // namespace kagent

@@ -5,6 +5,7 @@
 
 #include "actors/actors.hpp"
 #include "actors/candidate.hpp"
+#include "actors/device.hpp"
 #include "platform/common/stop.hpp"
 
 namespace kagent {
@@ -27,27 +28,26 @@ caf::behavior gpu_worker_state::start(caf::stateful_actor<gpu_worker_state>* sel
   device_id_ = device_id;
   llm_ = std::move(llm);
   manager_ = std::move(manager);
-  // Detached: the evaluator and the profiler block on child processes and must not hold a scheduler
-  // thread. Linked: if this worker dies they go with it (and their children with them).
-  evaluator_ = self->spawn<caf::detached + caf::linked>(evaluator_actor, ctx_, device_id);
-  profiler_ = self->spawn<caf::detached + caf::linked>(profiler_actor, ctx_, device_id, manager_);
+  // Detached: the device actor blocks on child processes and must not hold a scheduler thread. Linked:
+  // if this worker dies it goes with it (and its children with it).
+  device_ = self->spawn<caf::detached + caf::linked>(device_actor, ctx_, device_id);
   self->set_down_handler([this](caf::down_msg& dm) { on_candidate_down(dm); });
   return {
       [this](const candidate_spec& in) { return run_candidate(in); },
       [this](deadline_atom, const std::string& id) { on_deadline(id); },
       [this](interrupt_atom, int) { return interrupt(); },
       // The manager's own device work (the initial kernel and the references) queues behind the
-      // candidates' on the same evaluator, so one device never runs two timings at once.
-      [this](const evaluate& e) { return self_->delegate(evaluator_, e); },
-      // Baseline profiles for the manager's cache run on this device's profiler, in its queue.
-      [this](const profile& p) { return self_->delegate(profiler_, p); },
+      // candidates' on the same device actor, so one device never runs two timings at once.
+      [this](const evaluate& e) { return self_->delegate(device_, e); },
+      // Every profile of this device (candidates' SOL profiles, parents' baselines, final profiles).
+      [this](const profile& p) { return queue_profile(p); },
       // From one of our candidates: only the manager knows every program of the run.
       [this](const dedup_query& q) { return self_->delegate(manager_, q); },
       [this](best_atom) { return self_->delegate(manager_, best_atom::value); },
       [this](mode_atom, const std::string& mode) {
-        // From the manager (supervision): this device's session switches mode for the rest of the run.
-        if (mode == "synthetic") synthetic_ = true;
-        self_->send(profiler_, mode_atom::value, mode);
+        // From the manager (supervision, or a resumed run): this device's session switches mode for
+        // the rest of the run.
+        if (mode == "synthetic") go_synthetic("requested by the run");
       },
       [this](const candidate_result& r) { on_candidate_result(r); },
   };
@@ -59,8 +59,7 @@ caf::result<candidate_result> gpu_worker_state::run_candidate(const candidate_sp
   auto spec = in;
   spec.synthetic = spec.synthetic || synthetic_;
   auto rp = self_->make_response_promise<candidate_result>();
-  auto c = self_->spawn<caf::monitored>(candidate_actor, ctx_, spec, device_id_, caf::actor{self_}, evaluator_,
-                                        profiler_, llm_);
+  auto c = self_->spawn<caf::monitored>(candidate_actor, ctx_, spec, device_id_, caf::actor{self_}, device_, llm_);
   running_.emplace(c.address(), std::make_pair(spec.id, rp));
   specs_[spec.id] = spec;
   handles_[spec.id] = c;
@@ -123,6 +122,66 @@ bool gpu_worker_state::interrupt() {
   running_.clear();
   specs_.clear();
   return true;
+}
+
+// ---- profiles and the analysis mode ------------------------------------------------------------------
+
+caf::result<profile_result> gpu_worker_state::queue_profile(const profile& p) {
+  auto rp = self_->make_response_promise<profile_result>();
+  profiles_.emplace_back(p, rp);
+  next_profile();
+  return rp;
+}
+
+// Synthetic mode (SPEC §7.4, §14 A.22-A.25): every later profile of this device answers ok=false,
+// synthetic=true (its error says "synthetic mode: ...") and runs no tool.
+void gpu_worker_state::next_profile() {
+  while (!profiling_ && !profiles_.empty()) {
+    auto [p, rp] = std::move(profiles_.front());
+    profiles_.pop_front();
+    if (synthetic_ && has_profiler(ctx_->cfg.platform.profiler)) {
+      profile_result r;
+      r.candidate_id = p.candidate_id;
+      r.label = p.label;
+      r.platform = ctx_->cfg.platform.profiler;
+      r.available = true;
+      r.synthetic = true;
+      r.error = fmt::format("synthetic mode: profiling is off on GPU {} for the rest of the run ({})", device_id_,
+                            synthetic_reason_);
+      rp.deliver(r);
+      continue;
+    }
+    profiling_ = true;
+    self_->request(device_, caf::infinite, p)
+        .then(
+            [this, p, rp](const profile_result& r) mutable {
+              profiling_ = false;
+              on_profiled(p, r);
+              rp.deliver(r);
+              next_profile();
+            },
+            [this, rp](caf::error& err) mutable {
+              profiling_ = false;
+              rp.deliver(std::move(err));
+              next_profile();
+            });
+  }
+}
+
+// A failed profile goes to the manager (supervision). A ROCm failure (baseline or any later one)
+// makes the session synthetic, decided by the profiler component's platform string, never by a class
+// (SPEC §14 A.25). NVIDIA stays as it is: an ncu failure skips that profile only. A profile abandoned
+// because its candidate timed out is no failure of the profiler.
+void gpu_worker_state::on_profiled(const profile& p, const profile_result& r) {
+  if (!r.available || r.ok || r.abandoned || r.synthetic) return;
+  self_->send(manager_, profiling_failed{device_id_, p.candidate_id, r.platform, r.invocation, r.error, r.output_tail});
+  if (r.platform == "rocm") go_synthetic("after '" + r.error + "' in the " + r.invocation);
+}
+
+void gpu_worker_state::go_synthetic(const std::string& reason) {
+  if (synthetic_) return;
+  synthetic_ = true;
+  synthetic_reason_ = reason;
 }
 
 candidate_result gpu_worker_state::ended(const candidate_spec& spec, const std::string& cause,

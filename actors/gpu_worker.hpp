@@ -1,10 +1,12 @@
 #pragma once
-// gpu_worker: the session of one device, a stateful actor. It owns the device's evaluator and
-// profiler (detached, linked), spawns a candidate actor per candidate_spec and keeps its deadline
-// (candidate_timeout_s: the candidate is killed and its device work cancelled), owns the device's
-// analysis mode (profiled or synthetic), and relays dedup queries and the manager's own device work.
+// gpu_worker: the session of one device, a stateful actor. It owns the device actor (detached,
+// linked: the one actor that runs the device's evaluations and profiles), spawns a candidate actor per
+// candidate_spec and keeps its deadline (candidate_timeout_s: the candidate is killed and its device
+// work cancelled), owns the device's analysis mode (profiled or synthetic: every profile of the device
+// passes through it), and relays dedup queries and the manager's own device work.
 #include <caf/all.hpp>
 
+#include <deque>
 #include <map>
 #include <string>
 #include <utility>
@@ -27,17 +29,26 @@ private:
   void on_candidate_down(const caf::down_msg& dm);
   void on_candidate_result(const candidate_result& r);
   bool interrupt();
+  caf::result<profile_result> queue_profile(const profile& p);
+  void next_profile();
+  void on_profiled(const profile& p, const profile_result& r);
+  void go_synthetic(const std::string& reason);
   /// A result for a candidate that ended without one (timed out, or its actor died).
   candidate_result ended(const candidate_spec& spec, const std::string& cause, const std::string& error) const;
 
   caf::stateful_actor<gpu_worker_state>* self_ = nullptr;
   context_ptr ctx_;
   int device_id_ = 0;
-  caf::actor llm_, manager_, evaluator_, profiler_;
+  caf::actor llm_, manager_, device_;
   std::map<caf::actor_addr, std::pair<std::string, caf::response_promise>> running_;  ///< candidate -> (id, promise)
   std::map<std::string, caf::actor> handles_;  ///< candidate id -> its actor, while it runs
   std::map<std::string, candidate_spec> specs_;
+  /// Profiles wait here, one at the device at a time, so that a ROCm failure turns every later one
+  /// synthetic before it reaches the profiler.
+  std::deque<std::pair<profile, caf::response_promise>> profiles_;
+  bool profiling_ = false;
   bool synthetic_ = false;  ///< this device's analysis mode: synthetic for the rest of the run
+  std::string synthetic_reason_;  ///< requested by the run, or the failure that switched it on
 };
 
 /// One per device. Answers candidate_spec with candidate_result.

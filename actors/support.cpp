@@ -1,7 +1,4 @@
-// What every actor of a run shares: the exception handler, the device lock and fault injection.
-#include <map>
-#include <memory>
-#include <mutex>
+// What every actor of a run shares: the exception handler and fault injection.
 #include <sstream>
 
 #include "actors/actors.hpp"
@@ -19,16 +16,6 @@ void install_exception_handler(caf::scheduled_actor* self, const char* who) {
       return caf::make_error(errc::actor_failed, name + ": unknown exception");
     }
   });
-}
-
-std::mutex& device_mutex(int device_id) {
-  // Never destroyed: detached actor threads may still hold one while the process exits.
-  static auto* table = new std::map<int, std::unique_ptr<std::mutex>>();
-  static std::mutex guard;
-  std::lock_guard<std::mutex> lk(guard);
-  auto& m = (*table)[device_id];
-  if (!m) m = std::make_unique<std::mutex>();
-  return *m;
 }
 
 bool fault_requested(const run_context& ctx, const std::string& what, const std::string& target) {

@@ -1,5 +1,6 @@
-// The profiler actor in a real actor system, with the fake rocprofv3 / ncu and a small recorder actor
-// standing in for the manager: replies, profiling_failed, synthetic mode (ROCm only), budgets, pinning.
+// A device's profiles in a real actor system: its gpu_worker (which owns the device's analysis mode)
+// and the device actor it spawns, with the fake rocprofv3 / ncu and a small recorder actor standing in
+// for the manager: replies, profiling_failed, synthetic mode (ROCm only), budgets, pinning.
 #include <gtest/gtest.h>
 
 #include <caf/all.hpp>
@@ -10,6 +11,7 @@
 #include <thread>
 
 #include "actors/actors.hpp"
+#include "actors/gpu_worker.hpp"
 #include "platform/common/stop.hpp"
 #include "tests/support/actor_system.hpp"
 #include "runner_support.hpp"
@@ -66,7 +68,7 @@ struct actor_case {
   }
   void start() {
     manager = sys.spawn(recorder);
-    profiler = sys.spawn<caf::detached>(profiler_actor, context_ptr(ctx), device_id, manager);
+    profiler = sys.spawn(gpu_worker_actor, context_ptr(ctx), 0, device_id, caf::actor{}, manager);
   }
   ~actor_case() {
     self->send_exit(profiler, caf::exit_reason::user_shutdown);

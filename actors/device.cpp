@@ -1,0 +1,199 @@
+// The device actor (actors/device.hpp): the evaluator's and the profiler's requests of one device, in
+// one mailbox.
+//
+// The profiler's platform is the profiler component's (ctx->cfg.platform.profiler), so a cpu run may
+// profile with rocm. A failed profile replies ok=false with the failing invocation and its output; the
+// gpu_worker reports it to the manager and decides the device's mode (SPEC §7.4).
+#include "actors/device.hpp"
+
+#include <fmt/format.h>
+
+#include <filesystem>
+#include <optional>
+
+#include "actors/actors.hpp"
+#include "platform/common/stop.hpp"
+#include "platform/device/device_backend.hpp"
+#include "platform/gpu/pinning.hpp"
+#include "platform/gpu/specs.hpp"
+#include "platform/profiling/profile_runner.hpp"
+#include "platform/rocm/rocprof_plan.hpp"
+
+namespace fs = std::filesystem;
+
+namespace kagent {
+
+namespace {
+
+device_settings settings_for(const run_context& ctx, int device_id) {
+  device_settings s;
+  s.python = ctx.python;
+  s.install_root = ctx.install_root;
+  s.problem_path = ctx.problem_path;
+  s.run_path = ctx.run_path;
+  s.vendor = ctx.vendor;
+  s.child_env = ctx.child_env;
+  s.verifier = ctx.cfg.platform.verifier;
+  s.isolation = ctx.cfg.isolation;
+  s.test_timeout_s = ctx.test_timeout_s;
+  s.benchmark_timeout_s = ctx.cfg.benchmark_timeout_s;
+  s.benchmark_warmup = static_cast<int>(ctx.cfg.benchmark_warmup);
+  s.benchmark_repeat = static_cast<int>(ctx.cfg.benchmark_repeat);
+  s.device_id = device_id;
+  s.dtype = ctx.cfg.dtype;
+  s.rtol = ctx.cfg.rtol.value_or(-1);
+  s.atol = ctx.cfg.atol.value_or(-1);
+  s.user_test = ctx.cfg.user_test;
+  s.user_test_timeout_s = ctx.cfg.user_test_timeout_s;
+  s.test_path = ctx.test_path;
+  s.sandbox_prefix = ctx.sandbox_prefix;
+  if (auto spec = find_gpu_specs(ctx.gpu_name)) s.peak_bandwidth_gbps = spec->peak_memory_bw_gbps;
+  return s;
+}
+
+evaluation to_message(const device_result& r) {
+  evaluation e;
+  e.candidate_id = r.candidate_id;
+  e.verified = r.verified;
+  e.benchmarked = r.benchmarked;
+  e.time_ms = r.time_ms >= 0 ? r.time_ms : not_measured;
+  e.time_spread_pct = r.time_spread_pct;
+  e.eager_ms = r.eager_ms >= 0 ? r.eager_ms : not_measured;
+  e.compile_ms = r.compile_ms >= 0 ? r.compile_ms : not_measured;
+  e.error = r.error;
+  e.failure_cause = r.failure_cause;
+  e.code_hash = r.code_hash;
+  e.floor_pct = r.floor_pct >= 0 ? r.floor_pct : not_measured;
+  e.stdout_tail = r.stdout_tail;
+  e.stderr_tail = r.stderr_tail;
+  e.wall_s = r.wall_s;
+  e.user_test_s = r.user_test_s;
+  return e;
+}
+
+kernel_profile_request make_request(const run_context& ctx, int device_id, const profile& p, int& unnamed) {
+  kernel_profile_request req;
+  req.platform = ctx.cfg.platform.profiler;
+  req.code = p.code;
+  std::string id = p.profile_id;
+  if (id.empty()) id = fmt::format("{}_{}_{}", p.candidate_id.empty() ? "kernel" : p.candidate_id,
+                                   p.label.empty() ? "profile" : p.label, unnamed++);
+  req.kernel_id = sanitize_kernel_id(id);
+  const std::string base = !p.work_dir.empty() ? p.work_dir
+                           : !ctx.run_path.empty() ? (fs::path(ctx.run_path) / "profiles").string()
+                                                   : fs::current_path().string();
+  req.dir = (fs::path(base) / ("profile_" + req.kernel_id)).string();
+  req.python = !ctx.python.empty() ? ctx.python : ctx.cfg.python;
+  req.install_root = ctx.install_root;
+  req.problem_path = ctx.problem_path;
+  req.env = ctx.vendor.empty() ? ctx.child_env : pin_environment(ctx.child_env, ctx.vendor, device_id);
+  req.kwargs = ctx.cfg.pkwargs;
+  req.budget_s = p.budget_s > 0                    ? p.budget_s
+                 : ctx.cfg.profile_budget_s > 0 ? ctx.cfg.profile_budget_s
+                                                  : default_profile_budget_s(ctx.cfg.candidate_timeout_s);
+  req.gpu_name = !ctx.gpu_name.empty() ? ctx.gpu_name : ctx.cfg.gpu_name;
+  req.roofline = ctx.cfg.roofline;
+  req.kernel_name = p.kernel_name;
+  // A GPU-less run (a cpu run that profiles with a fake or remote tool) runs the kernel in the Triton
+  // interpreter with the small problem, as its evaluator does.
+  req.device = ctx.vendor.empty() ? "cpu" : "cuda";
+  // The profiled kernel is candidate code: the tools run in the run's sandbox.
+  req.sandbox_mode = ctx.sandbox_mode.empty() ? ctx.cfg.sandbox.mode : ctx.sandbox_mode;
+  req.rlimits = limits_from_config(ctx.cfg.sandbox, ctx.vendor, std::max(600.0, 2 * ctx.cfg.candidate_timeout_s));
+  return req;
+}
+
+} // namespace
+
+bool has_profiler(const std::string& platform) { return platform == "rocm" || platform == "nvidia"; }
+
+device_state::device_state() = default;
+device_state::~device_state() = default;
+
+caf::behavior device_actor(caf::stateful_actor<device_state>* self, context_ptr ctx, int device_id) {
+  return self->state.start(self, std::move(ctx), device_id);
+}
+
+caf::behavior device_state::start(caf::stateful_actor<device_state>* self, context_ptr ctx, int device_id) {
+  install_exception_handler(self, "device");
+  self_ = self;
+  ctx_ = std::move(ctx);
+  device_id_ = device_id;
+  return {
+      [this](const evaluate& req) { return run_evaluation(req); },
+      [this](const profile& p) { return run_profile(p); },
+  };
+}
+
+// The backend reports child failures in the evaluation; anything thrown here is our own fault (a
+// broken run directory, say) and must fail this request, not the device session. A candidate whose
+// deadline passed (cancel_work) has its device work killed at once, and work of it still queued here is
+// not started: the device goes to the next candidate.
+evaluation device_state::run_evaluation(const evaluate& req) {
+  std::optional<work_scope> scope;
+  if (req.mode != "initial" && !req.candidate_id.empty()) scope.emplace(req.candidate_id);
+  try {
+    if (scope && should_give_up()) {
+      evaluation e;
+      e.candidate_id = req.candidate_id;
+      e.failure_cause = "timeout";
+      e.error = "cancelled before it reached the device";
+      return e;
+    }
+    if (!backend_) backend_ = make_device_backend(settings_for(*ctx_, device_id_));
+    device_request dr{req.candidate_id, req.code, req.mode, req.work_dir};
+    dr.best_ms = req.best_ms;
+    if (req.mode == "initial") {
+      // The starting kernel's steps go to the manager (the sender: delegation keeps it), whose
+      // progress line shows them during the long initial phase.
+      auto to = caf::actor_cast<caf::actor>(self_->current_sender());
+      if (to) dr.on_step = [self = self_, to](const std::string& what) { self->send(to, step_atom::value, what); };
+    }
+    return to_message(backend_->run(dr));
+  } catch (const std::exception& ex) {
+    evaluation e;
+    e.candidate_id = req.candidate_id;
+    e.failure_cause = "harness";
+    e.error = std::string{"evaluator: "} + ex.what();
+    return e;
+  }
+}
+
+profile_result device_state::run_profile(const profile& p) {
+  profile_result r;
+  r.candidate_id = p.candidate_id;
+  r.label = p.label;
+  r.platform = ctx_->cfg.platform.profiler;
+  r.available = has_profiler(r.platform);
+  if (!r.available) return r;  // cpu, noop: nothing to profile with
+  kernel_profile_outcome o;
+  // A candidate whose deadline passed (cancel_work) has its profiler killed and none started.
+  work_scope scope(p.candidate_id);
+  try {
+    if (should_give_up()) throw std::runtime_error("cancelled before it started");
+    o = profile_kernel(make_request(*ctx_, device_id_, p, unnamed_));
+  } catch (const std::exception& e) {
+    // profile_kernel reports tool failures itself; this is a bad request (e.g. a negative device id).
+    o.ok = false;
+    o.error = std::string("profiler: ") + e.what();
+    o.invocation = "setup";
+  }
+  r.ok = o.ok;
+  r.wall_s = o.wall_s;
+  if (o.ok) {
+    r.profile = {o.kernel_name, r.platform, p.label, std::move(o.metrics), std::move(o.roofline)};
+    return r;
+  }
+  r.error = o.error;
+  r.invocation = o.invocation;
+  r.output_tail = o.output_tail;
+  if (should_give_up()) {
+    // Killed because its candidate timed out (or the run is stopping): not the profiler's failure,
+    // so the device keeps profiling.
+    r.abandoned = true;
+    r.error = "profile abandoned: " + std::string(stop_requested() ? "the run is stopping" : "its candidate timed out");
+  }
+  return r;
+}
+
+} // namespace kagent

@@ -1,0 +1,47 @@
+#pragma once
+// device: the one actor that touches a device. It owns the device's warm evaluator (verify,
+// benchmark, the references, test.py) and runs its profiles, one request at a time: its mailbox is the
+// device's exclusivity, so a profile never runs while the same GPU is timing a kernel and no two
+// timings overlap (SPEC §14 B.91-B.92). Detached: every request blocks on child processes and must not
+// hold a scheduler thread. Spawned and linked by the device's gpu_worker, which owns the device's
+// analysis mode (a synthetic session's profiles never reach this actor).
+#include <caf/all.hpp>
+
+#include <memory>
+#include <string>
+
+#include "actors/context.hpp"
+#include "messages/messages.hpp"
+
+namespace kagent {
+
+class device_backend;
+
+class device_state {
+public:
+  static inline const char* name = "device";
+
+  device_state();
+  ~device_state();
+
+  caf::behavior start(caf::stateful_actor<device_state>* self, context_ptr ctx, int device_id);
+
+private:
+  evaluation run_evaluation(const evaluate& req);
+  profile_result run_profile(const profile& p);
+
+  caf::stateful_actor<device_state>* self_ = nullptr;
+  context_ptr ctx_;
+  int device_id_ = 0;
+  std::unique_ptr<device_backend> backend_;  ///< started with the first evaluation
+  int unnamed_ = 0;                           ///< profiles that came without a profile_id
+};
+
+/// evaluate -> evaluation; profile -> profile_result (available=false on a platform without a
+/// profiler: cpu, noop). A profile killed because its candidate timed out answers abandoned=true.
+caf::behavior device_actor(caf::stateful_actor<device_state>* self, context_ptr ctx, int device_id);
+
+/// rocm and nvidia have a profiler; cpu, noop and "" do not.
+bool has_profiler(const std::string& platform);
+
+} // namespace kagent
