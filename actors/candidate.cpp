@@ -29,13 +29,13 @@ std::pair<nlohmann::json, nlohmann::json> cause_and_fix(const std::optional<bott
 } // namespace
 
 caf::behavior candidate_actor(caf::stateful_actor<candidate_state>* self, context_ptr ctx, candidate_spec spec,
-                              int device_id, caf::actor worker, caf::actor device, caf::actor llm) {
+                              int device_id, caf::actor worker, device_actor_type device, caf::actor llm) {
   return self->state.start(self, std::move(ctx), std::move(spec), device_id, std::move(worker), std::move(device),
                            std::move(llm));
 }
 
 caf::behavior candidate_state::start(caf::stateful_actor<candidate_state>* self, context_ptr ctx, candidate_spec spec,
-                                     int device_id, caf::actor worker, caf::actor device, caf::actor llm) {
+                                     int device_id, caf::actor worker, device_actor_type device, caf::actor llm) {
   install_exception_handler(self, "candidate");
   self_ = self;
   ctx_ = std::move(ctx);

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "actors/context.hpp"
+#include "actors/device.hpp"
 #include "messages/messages.hpp"
 
 namespace kagent {
@@ -20,7 +21,7 @@ public:
   static inline const char* name = "candidate";
 
   caf::behavior start(caf::stateful_actor<candidate_state>* self, context_ptr ctx, candidate_spec spec, int device_id,
-                      caf::actor worker, caf::actor device, caf::actor llm);
+                      caf::actor worker, device_actor_type device, caf::actor llm);
 
 private:
   // ---- set-up -------------------------------------------------------------------------------------
@@ -53,7 +54,8 @@ private:
 
   caf::stateful_actor<candidate_state>* self_ = nullptr;
   context_ptr ctx_;
-  caf::actor worker_, device_, llm_;
+  caf::actor worker_, llm_;
+  device_actor_type device_;
   candidate_spec spec_;
   candidate_result result_;
   std::string code_;
@@ -70,6 +72,6 @@ private:
 
 /// One in-flight candidate pipeline; sends its candidate_result to `worker` and quits.
 caf::behavior candidate_actor(caf::stateful_actor<candidate_state>* self, context_ptr ctx, candidate_spec spec,
-                              int device_id, caf::actor worker, caf::actor device, caf::actor llm);
+                              int device_id, caf::actor worker, device_actor_type device, caf::actor llm);
 
 } // namespace kagent

@@ -45,6 +45,7 @@ device_settings settings_for(const run_context& ctx, int device_id) {
   s.atol = ctx.cfg.atol.value_or(-1);
   s.user_test = ctx.cfg.user_test;
   s.user_test_timeout_s = ctx.cfg.user_test_timeout_s;
+  s.compile_reference = ctx.cfg.compile_reference;
   s.test_path = ctx.test_path;
   s.sandbox_prefix = ctx.sandbox_prefix;
   if (auto spec = find_gpu_specs(ctx.gpu_name)) s.peak_bandwidth_gbps = spec->peak_memory_bw_gbps;
@@ -110,11 +111,13 @@ bool has_profiler(const std::string& platform) { return platform == "rocm" || pl
 device_state::device_state() = default;
 device_state::~device_state() = default;
 
-caf::behavior device_actor(caf::stateful_actor<device_state>* self, context_ptr ctx, int device_id) {
+device_actor_type::behavior_type device_actor(device_actor_type::stateful_pointer<device_state> self, context_ptr ctx,
+                                              int device_id) {
   return self->state.start(self, std::move(ctx), device_id);
 }
 
-caf::behavior device_state::start(caf::stateful_actor<device_state>* self, context_ptr ctx, int device_id) {
+device_actor_type::behavior_type device_state::start(device_actor_type::stateful_pointer<device_state> self,
+                                                     context_ptr ctx, int device_id) {
   install_exception_handler(self, "device");
   self_ = self;
   ctx_ = std::move(ctx);
@@ -147,7 +150,7 @@ evaluation device_state::run_evaluation(const evaluate& req) {
       // The starting kernel's steps go to the manager (the sender: delegation keeps it), whose
       // progress line shows them during the long initial phase.
       auto to = caf::actor_cast<caf::actor>(self_->current_sender());
-      if (to) dr.on_step = [self = self_, to](const std::string& what) { self->send(to, step_atom::value, what); };
+      if (to) dr.on_step = [to](const std::string& what) { caf::anon_send(to, step_atom::value, what); };
     }
     return to_message(backend_->run(dr));
   } catch (const std::exception& ex) {

@@ -17,6 +17,10 @@ namespace kagent {
 
 class device_backend;
 
+/// The device actor's fixed protocol.
+using device_actor_type = caf::typed_actor<caf::replies_to<evaluate>::with<evaluation>,
+                                           caf::replies_to<profile>::with<profile_result>>;
+
 class device_state {
 public:
   static inline const char* name = "device";
@@ -24,13 +28,14 @@ public:
   device_state();
   ~device_state();
 
-  caf::behavior start(caf::stateful_actor<device_state>* self, context_ptr ctx, int device_id);
+  device_actor_type::behavior_type start(device_actor_type::stateful_pointer<device_state> self, context_ptr ctx,
+                                         int device_id);
 
 private:
   evaluation run_evaluation(const evaluate& req);
   profile_result run_profile(const profile& p);
 
-  caf::stateful_actor<device_state>* self_ = nullptr;
+  device_actor_type::stateful_pointer<device_state> self_ = nullptr;
   context_ptr ctx_;
   int device_id_ = 0;
   std::unique_ptr<device_backend> backend_;  ///< started with the first evaluation
@@ -39,7 +44,8 @@ private:
 
 /// evaluate -> evaluation; profile -> profile_result (available=false on a platform without a
 /// profiler: cpu, noop). A profile killed because its candidate timed out answers abandoned=true.
-caf::behavior device_actor(caf::stateful_actor<device_state>* self, context_ptr ctx, int device_id);
+device_actor_type::behavior_type device_actor(device_actor_type::stateful_pointer<device_state> self, context_ptr ctx,
+                                              int device_id);
 
 /// rocm and nvidia have a profiler; cpu, noop and "" do not.
 bool has_profiler(const std::string& platform);

@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "actors/context.hpp"
+#include "actors/device.hpp"
 #include "messages/messages.hpp"
 
 namespace kagent {
@@ -39,7 +40,8 @@ private:
   caf::stateful_actor<gpu_worker_state>* self_ = nullptr;
   context_ptr ctx_;
   int device_id_ = 0;
-  caf::actor llm_, manager_, device_;
+  caf::actor llm_, manager_;
+  device_actor_type device_;
   std::map<caf::actor_addr, std::pair<std::string, caf::response_promise>> running_;  ///< candidate -> (id, promise)
   std::map<std::string, caf::actor> handles_;  ///< candidate id -> its actor, while it runs
   std::map<std::string, candidate_spec> specs_;

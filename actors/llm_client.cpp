@@ -38,8 +38,8 @@ completion failed(const std::string& request_id, const std::string& kind, const 
 
 } // namespace
 
-caf::behavior llm_call_actor(caf::event_based_actor* self, std::shared_ptr<llm_provider> provider,
-                             size_t max_reply_bytes) {
+llm_call_type::behavior_type llm_call_actor(llm_call_type::pointer self, std::shared_ptr<llm_provider> provider,
+                                            size_t max_reply_bytes) {
   return {[=](const complete& c) -> completion {
     completion out;
     out.request_id = c.request_id;

@@ -60,9 +60,12 @@ private:
 caf::behavior llm_client_actor(caf::stateful_actor<llm_client_state>* self, context_ptr ctx, caf::actor manager,
                                caf::actor reporter);
 
+/// The one-shot call actor's fixed protocol.
+using llm_call_type = caf::typed_actor<caf::replies_to<complete>::with<completion>>;
+
 /// One HTTP attempt (or one replayed reply) through `provider`, on its own thread: complete ->
 /// completion, then it quits. Its wait gives up when the call's candidate times out (cancel_work).
-caf::behavior llm_call_actor(caf::event_based_actor* self, std::shared_ptr<llm_provider> provider,
-                             size_t max_reply_bytes);
+llm_call_type::behavior_type llm_call_actor(llm_call_type::pointer self, std::shared_ptr<llm_provider> provider,
+                                            size_t max_reply_bytes);
 
 } // namespace kagent

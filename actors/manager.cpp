@@ -14,6 +14,7 @@
 #include "platform/common/stop.hpp"
 #include "platform/gpu/specs.hpp"
 #include "platform/profiling/roofline_factory.hpp"
+#include "platform/search/stored_run.hpp"
 #include "platform/search/summary.hpp"
 #include "platform/store/run_directory.hpp"
 #include "platform/store/sessions.hpp"
@@ -188,53 +189,27 @@ void manager_state::begin_search() {
   start_round(1);
 }
 
-// What program.db keeps besides the programs: analyses, profiles, plans, diverged ids, device modes.
-void manager_state::replay_stored_state(std::map<std::string, nlohmann::json>& plans, std::set<std::string>& diverged) {
-  auto key_after = [](const std::string& key, std::string_view prefix) {
-    return key.rfind(prefix, 0) == 0 ? std::optional<std::string>(key.substr(prefix.size())) : std::nullopt;
-  };
-  for (const auto& [key, value] : db_->all_state()) {
-    if (auto id = key_after(key, store::state_key::analysis_prefix)) {
-      auto j = nlohmann::json::parse(value, nullptr, false);
-      if (!j.is_discarded()) analysis_[*id] = analysis_from_json(j);
-    } else if (auto pid = key_after(key, store::state_key::profile_prefix)) {
-      auto j = nlohmann::json::parse(value, nullptr, false);
-      if (j.is_object()) profiles_[*pid] = j.get<kernel_profile>();
-    } else if (auto cid = key_after(key, store::state_key::spec_prefix)) {
-      auto j = nlohmann::json::parse(value, nullptr, false);
-      if (j.is_object()) plans[*cid] = j;
-    }
-  }
-  if (auto d = db_->get_state_json(store::state_key::diverged); d && d->is_array())
-    for (const auto& id : *d) diverged.insert(id.get<std::string>());
-  if (auto m = db_->get_state_json(store::state_key::analysis_mode); m && m->is_object())
-    for (auto& w : workers_)
-      if (m->value(std::to_string(w.device_id), std::string{}) == "synthetic") {
-        w.synthetic = true;
-        w.synthetic_reason = "synthetic before the resume";
-        self_->send(w.actor, mode_atom::value, std::string{"synthetic"});
-      }
-}
-
 // --resume: the ledger rebuilds the search from what program.db committed (exactly the state an
 // uninterrupted run had at that point) and says what comes next; pending candidates run again under
 // their original ids and plans, so none is lost and none is evaluated twice.
 void manager_state::resume() {
   auto init = db_->get_program("initial");
   if (!init || init->status != store::program_status::verified) return start_fresh();
-  auto num = [&](const char* key) {
-    auto j = db_->get_state_json(key);
-    return j && j->is_number() ? j->get<double>() : -1.0;
-  };
-  eager_ = num(store::state_key::eager_ms);
-  compile_ = num(store::state_key::compile_ms);
-  if (auto s = db_->get_state_json(store::state_key::sessions); s && s->is_array()) prior_sessions_ = *s;
+  auto stored = search::load_stored_run(*db_);
+  eager_ = stored.eager_ms;
+  compile_ = stored.compile_ms;
+  prior_sessions_ = stored.sessions;
   initial_ = init->time_ms.value_or(-1);
-  std::map<std::string, nlohmann::json> plans;
-  std::set<std::string> diverged;
-  replay_stored_state(plans, diverged);
-  const int round_done = std::stoi(db_->get_state(store::state_key::round_done).value_or("0"));
-  const auto plan = ledger_->resume(db_->list_programs(), plans, round_done, diverged, default_model_);
+  analysis_ = std::move(stored.analyses);
+  profiles_ = std::move(stored.profiles);
+  for (auto& w : workers_)
+    if (stored.synthetic_devices.count(w.device_id)) {
+      w.synthetic = true;
+      w.synthetic_reason = "synthetic before the resume";
+      self_->send(w.actor, mode_atom::value, std::string{"synthetic"});
+    }
+  const int round_done = stored.round_done;
+  const auto plan = ledger_->resume(db_->list_programs(), stored.plans, round_done, stored.diverged, default_model_);
   for (const auto& q : plan.requeued) queue_.push_back(spec_of(q));
   for (const auto& q : plan.replanned) commit_plan(q);
   // What the earlier sessions did, so that the progress line goes on from their totals.

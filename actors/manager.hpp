@@ -63,7 +63,6 @@ private:
   void start_fresh();
   void on_initial(const evaluation& e, const std::filesystem::path& work_dir);
   void resume();
-  void replay_stored_state(std::map<std::string, nlohmann::json>& plans, std::set<std::string>& diverged);
   void begin_search();
   // ---- planning and dispatch ----------------------------------------------------------------------
   candidate_spec spec_of(const search::planned& plan) const;

@@ -167,6 +167,10 @@ struct run_config {
   /// on the synthetic diagnosis). The final profile of the best is taken in every mode but "never".
   std::string profile = "parents";
   std::string isolation = "warm";        ///< "warm" (one evaluator per GPU) or "process"
+  /// Time torch.compile of the problem's Model in the starting kernel's evaluation (the
+  /// speedup_vs_compile baseline). false: PyTorch eager only, which saves an inductor compile (tens of
+  /// seconds on a cold machine) when that comparison is not wanted.
+  bool compile_reference = true;
   int max_refine_attempts = 3;
   std::vector<std::string> secret_env_patterns;  ///< empty: default_secret_patterns()
   /// When the kernel directory's own test.py runs on a candidate: "best" (before it becomes the new

@@ -171,9 +171,12 @@ public:
       e.verified = true;
     }
     if (req.mode == "benchmark" || req.mode == "initial") {
-      nlohmann::json targets = req.mode == "initial" ? nlohmann::json{"candidate", "eager", "compile"}
-                                                     : nlohmann::json{"candidate"};
-      step(req.mode == "initial" ? "timing it, PyTorch eager and torch.compile" : "timing");
+      nlohmann::json targets = nlohmann::json{"candidate"};
+      if (req.mode == "initial") targets.push_back("eager");
+      if (req.mode == "initial" && s_.compile_reference) targets.push_back("compile");
+      step(req.mode != "initial"        ? "timing"
+           : s_.compile_reference ? "timing it, PyTorch eager and torch.compile"
+                                  : "timing it and PyTorch eager");
       auto r = client_->request(merged(base, {{"op", "benchmark"},
                                               {"targets", targets},
                                               {"warmup", static_cast<int>(s_.benchmark_warmup)},
@@ -330,7 +333,8 @@ public:
       p.argv.insert(p.argv.end(), {"--mode", "benchmark", "--targets", "candidate"});
       timeout_s = s_.benchmark_timeout_s;
     } else {
-      p.argv.insert(p.argv.end(), {"--mode", "both", "--targets", "candidate,eager,compile"});
+      p.argv.insert(p.argv.end(),
+                    {"--mode", "both", "--targets", s_.compile_reference ? "candidate,eager,compile" : "candidate,eager"});
       timeout_s += s_.benchmark_timeout_s;
     }
     p.env = env_;

@@ -38,6 +38,7 @@ struct device_settings {
   std::vector<std::string> sandbox_prefix;  ///< argv before every candidate process ("{scratch}" = its directory)
   std::string user_test = "best";   ///< best, every, never: when the kernel directory's test.py runs
   double user_test_timeout_s = 300;
+  bool compile_reference = true;  ///< the starting kernel's evaluation also times torch.compile
   std::string test_path;            ///< the kernel directory's test.py
 };
 

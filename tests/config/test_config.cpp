@@ -435,3 +435,10 @@ TEST(Config, ModelsMayNameTheirOwnProviderEndpointAndKeyAndRoundTrip) {
   EXPECT_NE(error_of("strategy_config:\n  models:\n    - [a, b]\n").find("list of model names or of maps"),
             std::string::npos);
 }
+
+TEST(Config, CompileReferenceIsOnByDefaultAndCanBeTurnedOff) {
+  EXPECT_TRUE(parse_config("strategy: beam_search\n", "x.yaml").compile_reference);
+  EXPECT_FALSE(parse_config("compile_reference: false\n", "x.yaml").compile_reference);
+  auto e = error_of("compile_reference: sometimes\n");
+  EXPECT_NE(e.find("'compile_reference' must be true or false"), std::string::npos) << e;
+}

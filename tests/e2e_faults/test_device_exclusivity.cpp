@@ -80,6 +80,7 @@ TEST(DeviceExclusivity, VerifyBenchmarkAndProfileNeverOverlapOnOneDevice) {
                         "platform:\n  default: cpu\n  profiler: rocm\n  roofline_analyzer: rocm\n"
                         "gpu_name: AMD Instinct MI300X\ntarget_platform: rocm\n"
                         "benchmark_warmup: 2\nbenchmark_repeat: 5\nprofile_budget_s: 120\nprofile: every\n"
+                        "compile_reference: false\n"
                         "platform_kwargs:\n  rocprof_bin_path: " + kFakes + "/rocprofv3\n"
                         "llm:\n  provider: replay\n  replay_dir: " + (s.dir / "replay").string() + "\n"
                         // The kernels and the fake write into the scratch directory, outside a sandbox.
@@ -96,6 +97,9 @@ TEST(DeviceExclusivity, VerifyBenchmarkAndProfileNeverOverlapOnOneDevice) {
   const auto summary = nlohmann::json::parse(slurp(dirs[0] / "summary.json"));
   ASSERT_TRUE(summary.value("success", false)) << summary.dump(2);
   EXPECT_EQ(summary.value("candidates", 0), 3);
+  // compile_reference: false: PyTorch eager was timed, torch.compile was not.
+  EXPECT_FALSE(summary.contains("speedup_vs_compile")) << summary.at("speedup_vs_compile");
+  EXPECT_TRUE(summary.at("speedup_vs_eager").is_number());
   EXPECT_TRUE(summary.at("synthetic_devices").empty()) << "every profile ran: " << summary.at("synthetic_devices").dump();
 
   auto windows = read_windows(trace);

@@ -67,6 +67,8 @@ std::string config_for(const scratch& s, const std::string& vendor) {
                   "gpu_name: " + std::string(vendor == "rocm" ? "AMD Instinct MI300X" : "NVIDIA H200") + "\n" +
                   "target_platform: " + (vendor == "rocm" ? "rocm" : "cuda") + "\n" +
                   "benchmark_warmup: 2\nbenchmark_repeat: 5\ncandidate_timeout_s: 300\nprofile_budget_s: 8\n"
+                  // Not what these runs are about: spare each one an inductor compile.
+                  "compile_reference: false\n"
                   // Every verified candidate is profiled: the mid-run faults hit a SOL profile.
                   "profile: every\n"
                   "platform_kwargs:\n  " + (vendor == "rocm" ? "rocprof_bin_path: " + kFakes + "/rocprofv3"
