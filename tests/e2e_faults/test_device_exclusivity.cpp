@@ -1,9 +1,10 @@
 // One device, one measurement at a time (issue 13 item 5, SPEC §14 B.91-B.92), end to end: a real run
 // on the cpu platform with three candidates in flight on one device, every new kernel profiled
 // (`profile: every`, tests/fakes/rocprofv3 running the real profile wrapper in its stats pass, so the
-// kernel executes under the "profiler" too), and each candidate kernel writing down, from inside every call, when it
-// ran. Verification, benchmark and profile calls are then checked for overlap: two windows of
-// different processes that intersect mean two measurements shared the device.
+// kernel executes under the "profiler" too). Each candidate kernel writes down, from inside every
+// call, when it ran, and the fake profiler writes down when each of its invocations ran. A kernel call
+// of verification or benchmark that intersects a profiler invocation, or another process's kernel
+// call, means two measurements shared the device.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -39,25 +40,26 @@ std::string traced_variant(int block_m, int block_k, const std::string& trace) {
 }
 
 struct window {
-  long pid = 0, ppid = 0;
+  long pid = 0, ppid = 0;  ///< a profiler invocation: its own pid, ppid 0
   double start = 0, end = 0;
+  bool profiler = false;
 };
 
-std::vector<window> read_windows(const fs::path& p) {
+std::vector<window> read_windows(const fs::path& p, bool profiler) {
   std::vector<window> out;
   std::ifstream f(p);
   window w;
-  while (f >> w.pid >> w.ppid >> w.start >> w.end) out.push_back(w);
+  w.profiler = profiler;
+  if (profiler)
+    while (f >> w.pid >> w.start >> w.end) out.push_back(w);
+  else
+    while (f >> w.pid >> w.ppid >> w.start >> w.end) out.push_back(w);
   return out;
 }
 
-std::set<long> fake_profiler_pids(const fs::path& log) {
-  std::set<long> out;
-  std::ifstream f(log);
-  std::string line;
-  while (std::getline(f, line))
-    if (!line.empty()) out.insert(nlohmann::json::parse(line).at("pid").get<long>());
-  return out;
+/// One measurement inside another: a kernel call of the profiled program, inside its profiler's run.
+bool nested(const window& a, const window& b) {
+  return (a.profiler && !b.profiler && b.ppid == a.pid) || (b.profiler && !a.profiler && a.ppid == b.pid);
 }
 
 } // namespace
@@ -87,9 +89,10 @@ TEST(DeviceExclusivity, VerifyBenchmarkAndProfileNeverOverlapOnOneDevice) {
                         "sandbox:\n  mode: off\n";
   const auto cfg = s.write("cfg/exclusive.yaml", y);
   const auto log = s.dir / "fake.log";
+  const auto profiler_trace = s.dir / "profiler_windows.txt";
   kagent::env_map env{{"PATH", "/usr/bin:/bin"}, {"KAGENT_INJECT_FAULT", ""},
                       {"FAKE_ROCPROF_FIXTURES", kFixtures + "/rocm_mi300x_matvec"}, {"FAKE_ROCPROF_RUN_PROGRAM", "stats"},
-                      {"FAKE_ROCPROF_LOG", log.string()}};
+                      {"FAKE_ROCPROF_LOG", log.string()}, {"FAKE_ROCPROF_WINDOWS", profiler_trace.string()}};
   auto r = run({"--strategy", cfg, "--kernel-dir", kMatvec, "--run-dir", (s.dir / "runs").string()}, env, "", 500);
   ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
   auto dirs = run_dirs(s.dir / "runs");
@@ -102,30 +105,31 @@ TEST(DeviceExclusivity, VerifyBenchmarkAndProfileNeverOverlapOnOneDevice) {
   EXPECT_TRUE(summary.at("speedup_vs_eager").is_number());
   EXPECT_TRUE(summary.at("synthetic_devices").empty()) << "every profile ran: " << summary.at("synthetic_devices").dump();
 
-  auto windows = read_windows(trace);
-  const auto profiler_pids = fake_profiler_pids(log);
-  // The test proves something only when all three kinds of device work ran a traced kernel, from
-  // several processes: the fake profiler's children, and the evaluator's.
-  std::set<long> pids;
+  auto windows = read_windows(trace, false);
+  const auto profiles = read_windows(profiler_trace, true);
+  // The test proves something only when all three kinds of device work ran: kernel calls from the
+  // evaluator's processes and from the profiled programs, and the profiler's invocations.
+  std::set<long> profiler_pids;
+  for (const auto& p : profiles) profiler_pids.insert(p.pid);
   size_t under_profiler = 0;
-  for (const auto& w : windows) {
-    pids.insert(w.pid);
+  for (const auto& w : windows)
     if (profiler_pids.count(w.ppid)) ++under_profiler;
-  }
   ASSERT_GE(windows.size(), 30u) << "verification and benchmark calls of three candidates";
+  EXPECT_GE(profiles.size(), 4u * 8u) << "the starting kernel's baseline and three SOL profiles, 8 commands each";
   EXPECT_GE(under_profiler, 3u) << "every candidate's SOL profile ran its kernel";
   EXPECT_GT(windows.size(), under_profiler) << "verification and benchmark calls ran it too";
-  EXPECT_GE(pids.size(), 4u);
+  windows.insert(windows.end(), profiles.begin(), profiles.end());
 
   size_t overlaps = 0;
   for (size_t i = 0; i < windows.size(); ++i)
     for (size_t j = i + 1; j < windows.size(); ++j) {
       const auto& a = windows[i];
       const auto& b = windows[j];
-      if (a.pid == b.pid) continue;  // one process calls one kernel at a time
+      if (a.pid == b.pid || nested(a, b)) continue;  // one process calls one kernel at a time
       if (a.start < b.end && b.start < a.end && ++overlaps <= 5)
-        ADD_FAILURE() << "pid " << a.pid << " ran " << a.start << ".." << a.end << " and pid " << b.pid << " ran "
-                      << b.start << ".." << b.end << " on the same device";
+        ADD_FAILURE() << (a.profiler ? "profiler " : "kernel ") << a.pid << " ran " << a.start << ".." << a.end
+                      << " and " << (b.profiler ? "profiler " : "kernel ") << b.pid << " ran " << b.start << ".."
+                      << b.end << " on the same device";
     }
   EXPECT_EQ(overlaps, 0u);
 }
