@@ -113,7 +113,7 @@ void analysis_state::on_reply(std::vector<bottleneck> lead, const completion& r)
   out_.llm_s += r.latency_s;
   const std::string base = lead.empty() ? "" : "synthetic";
   if (!r.ok) {
-    write("bottleneck_error.txt", r.error_kind + ": " + r.error);
+    write("bottleneck_error.txt", std::string(r.error_kind ? to_string(*r.error_kind) : "error") + ": " + r.error);
     return reply(lead, lead.empty() ? "none" : base);
   }
   write("bottleneck_response.txt", r.text);

@@ -140,7 +140,7 @@ void candidate_state::ask(const std::string& purpose, const std::string& prompt_
 
 void candidate_state::on_reply(const std::string& purpose, int n, const completion& c) {
   result_.llm_s += c.latency_s;
-  if (!c.ok) return finish(false, "llm", c.error_kind + ": " + c.error);
+  if (!c.ok) return finish(false, "llm", std::string(c.error_kind ? to_string(*c.error_kind) : "error") + ": " + c.error);
   write(fmt::format("{}_{}_reply.txt", n, purpose), c.text);
   auto x = extract_kernel(c.text, 100, static_cast<size_t>(ctx_->cfg.max_kernel_bytes));
   if (!x.ok) {
@@ -160,7 +160,7 @@ void candidate_state::on_reply(const std::string& purpose, int n, const completi
 
 void candidate_state::verify() {
   write("kernel.py", code_);
-  self_->request(device_, caf::infinite, evaluate{spec_.id, code_, "verify", spec_.work_dir})
+  self_->request(device_, caf::infinite, evaluate{spec_.id, code_, device_mode::verify, spec_.work_dir})
       .then([this](const evaluation& e) { on_verified(e); },
             [this](caf::error& err) { finish(false, "crash", "evaluator unavailable: " + to_string(err)); });
 }
@@ -217,7 +217,7 @@ void candidate_state::benchmark() {
 void candidate_state::benchmark_against(double best_now) {
   double bar = spec_.best_ms;
   if (is_measured(best_now) && (!is_measured(bar) || best_now < bar)) bar = best_now;
-  self_->request(device_, caf::infinite, evaluate{spec_.id, code_, "benchmark", spec_.work_dir, bar})
+  self_->request(device_, caf::infinite, evaluate{spec_.id, code_, device_mode::benchmark, spec_.work_dir, bar})
       .then([this](const evaluation& be) { on_benchmarked(be); },
             [this](caf::error& err) { finish(false, "crash", "evaluator unavailable: " + to_string(err)); });
 }

@@ -134,7 +134,7 @@ device_actor_type::behavior_type device_state::start(device_actor_type::stateful
 // not started: the device goes to the next candidate.
 evaluation device_state::run_evaluation(const evaluate& req) {
   std::optional<work_scope> scope;
-  if (req.mode != "initial" && !req.candidate_id.empty()) scope.emplace(req.candidate_id);
+  if (req.mode != device_mode::initial && !req.candidate_id.empty()) scope.emplace(req.candidate_id);
   try {
     if (scope && should_give_up()) {
       evaluation e;
@@ -146,7 +146,7 @@ evaluation device_state::run_evaluation(const evaluate& req) {
     if (!backend_) backend_ = make_device_backend(settings_for(*ctx_, device_id_));
     device_request dr{req.candidate_id, req.code, req.mode, req.work_dir};
     dr.best_ms = req.best_ms;
-    if (req.mode == "initial") {
+    if (req.mode == device_mode::initial) {
       // The starting kernel's steps go to the manager (the sender: delegation keeps it), whose
       // progress line shows them during the long initial phase.
       auto to = caf::actor_cast<caf::actor>(self_->current_sender());

@@ -28,7 +28,7 @@ llm_request to_request(const complete& c) {
   return r;
 }
 
-completion failed(const std::string& request_id, const std::string& kind, const std::string& error) {
+completion failed(const std::string& request_id, llm_error_kind kind, const std::string& error) {
   completion c;
   c.request_id = request_id;
   c.error_kind = kind;
@@ -62,22 +62,22 @@ llm_call_type::behavior_type llm_call_actor(llm_call_type::pointer self, std::sh
         // Not retried and never quoted back: a runaway reply would grow every later prompt.
         out.ok = false;
         out.text.clear();
-        out.error_kind = "reply_too_large";
+        out.error_kind = llm_error_kind::reply_too_large;
         out.error = fmt::format("the reply is {} bytes, over llm.max_reply_bytes ({})", r.text.size(), max_reply_bytes);
       } else if (r.truncated()) {
         // A reply cut at max_tokens is an incomplete kernel; report it rather than use it.
         out.ok = false;
-        out.error_kind = "truncated";
+        out.error_kind = llm_error_kind::truncated;
         out.error = fmt::format("the reply was cut at max_tokens={} (stop reason {})", c.max_tokens, r.stop_reason);
       }
     } catch (const llm_error& e) {
       out.ok = false;
-      out.error_kind = to_string(e.kind());
+      out.error_kind = e.kind();
       out.error = e.what();
       out.retry_after_s = e.retry_after_s().value_or(-1);
     } catch (const std::exception& e) {
       out.ok = false;
-      out.error_kind = "internal";
+      out.error_kind = llm_error_kind::internal;
       out.error = e.what();
     }
     out.latency_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -122,7 +122,7 @@ caf::behavior llm_client_state::start(caf::stateful_actor<llm_client_state>* sel
 
 caf::result<completion> llm_client_state::on_complete(const complete& c) {
   if (!provider_)  // a context built without a provider (tests of other actors)
-    return failed(c.request_id, "unavailable", "no LLM provider configured");
+    return failed(c.request_id, llm_error_kind::unavailable, "no LLM provider configured");
   // The promise only for a queued call: once made, it owns the response, and a value returned beside
   // it would never reach the caller.
   auto pc = std::make_shared<pending_call>();
@@ -165,7 +165,7 @@ void llm_client_state::admit() {
 // nothing is recorded for it.
 bool llm_client_state::drop_cancelled(const call_ptr& pc) {
   if (pc->req.candidate_id.empty() || !work_cancelled(pc->req.candidate_id)) return false;
-  pc->rp.deliver(failed(pc->req.request_id, "cancelled", "the candidate timed out before this call was sent"));
+  pc->rp.deliver(failed(pc->req.request_id, llm_error_kind::cancelled, "the candidate timed out before this call was sent"));
   return true;
 }
 
@@ -175,7 +175,7 @@ bool llm_client_state::over_budget(const call_ptr& pc) {
     ledger_->check_budget(to_request(pc->req), pc->req.model, ctx_->cfg.llm.budget_usd, ctx_->cfg.llm.call_budget_usd);
     return false;
   } catch (const llm_error& e) {
-    settle(pc, failed(pc->req.request_id, to_string(e.kind()), e.what()));
+    settle(pc, failed(pc->req.request_id, e.kind(), e.what()));
     return true;
   }
 }
@@ -186,7 +186,7 @@ void llm_client_state::send_attempt(const call_ptr& pc) {
   self_->request(call, caf::infinite, pc->req)
       .then([this, pc](completion& c) { on_attempt(pc, c); },
             [this, pc](caf::error& err) {
-              auto c = failed(pc->req.request_id, "internal", "LLM call actor failed: " + to_string(err));
+              auto c = failed(pc->req.request_id, llm_error_kind::internal, "LLM call actor failed: " + to_string(err));
               c.attempts = pc->attempt;
               limiter_->release(pc->estimated_tokens, 0);
               settle(pc, c);
@@ -215,18 +215,17 @@ void llm_client_state::on_attempt(const call_ptr& pc, completion& c) {
 // decide_retry), or it fails the call.
 void llm_client_state::on_failed_attempt(const call_ptr& pc, completion& c) {
   retry_decision d;
-  if (auto kind = llm_error_kind_from_string(c.error_kind)) {
-    llm_error err{*kind, c.error, 0, c.retry_after_s >= 0 ? std::optional<double>{c.retry_after_s} : std::nullopt};
+  if (c.error_kind) {
+    llm_error err{*c.error_kind, c.error, 0, c.retry_after_s >= 0 ? std::optional<double>{c.retry_after_s} : std::nullopt};
     d = decide_retry(err, pc->attempt, retry_, rng_);
   }
   if (!d.retry) {
     ledger_->record_failure(pc->req.purpose, pc->req.model);
     return settle(pc, c);
   }
-  self_->send(reporter_, run_event{"llm_retry", nlohmann::json{{"candidate_id", pc->req.candidate_id},
-                                                                {"purpose", pc->req.purpose},
-                                                                {"reason", d.reason}}
-                                                    .dump()});
+  self_->send(reporter_, run_event{event_kind::llm_retry, {{"candidate_id", pc->req.candidate_id},
+                                                           {"purpose", pc->req.purpose},
+                                                           {"reason", d.reason}}});
   self_->delayed_send(self_, std::chrono::milliseconds(static_cast<long>(d.delay_s * 1000)), retry_atom::value,
                       pc->req.request_id);
   pc->estimated_tokens = -1;  // parked until its retry tick; not admitted before
@@ -261,18 +260,18 @@ void llm_client_state::account(const pending_call& pc, const completion& c) {
   rec.cost_usd = c.cost_usd;
   rec.attempts = c.attempts;
   rec.ok = c.ok;
-  if (!c.ok) rec.error_kind = c.error_kind;
+  if (!c.ok && c.error_kind) rec.error_kind = to_string(*c.error_kind);
   rec.candidate_id = pc.req.candidate_id;
   rec.latency_ms = c.latency_s * 1000.0;
   self_->send(manager_, rec);
   nlohmann::json j{{"purpose", rec.purpose}, {"model", rec.model}, {"provider", c.provider},
                    {"tokens_in", c.input_tokens}, {"tokens_out", c.output_tokens}, {"cost_usd", c.cost_usd},
-                   {"attempts", c.attempts}, {"ok", c.ok}, {"error_kind", c.error_kind},
+                   {"attempts", c.attempts}, {"ok", c.ok}, {"error_kind", c.error_kind ? to_string(*c.error_kind) : ""},
                    {"candidate_id", pc.req.candidate_id}, {"latency_ms", c.latency_s * 1000.0},
                    {"run_totals", {{"cost_usd", ledger_->total_cost()},
                                    {"tokens_in", ledger_->total().input_tokens},
                                    {"tokens_out", ledger_->total().output_tokens}}}};
-  self_->send(reporter_, run_event{"llm_call", j.dump()});
+  self_->send(reporter_, run_event{event_kind::llm_call, std::move(j)});
 }
 
 } // namespace kagent

@@ -78,7 +78,7 @@ caf::behavior manager_state::start(caf::stateful_actor<manager_state>* self, con
       [this](start_atom) { on_start(); },
       [this](step_atom, const std::string& what) {
         // A step of the starting kernel's evaluation (the progress line shows it).
-        if (!finished_) emit("initial_step", {{"step", what}});
+        if (!finished_) emit(event_kind::initial_step, {{"step", what}});
       },
       [this](interrupt_atom, int sig) { return interrupt(sig); },
       [this](const profiling_failed& pf) { on_profiling_failed(pf); },
@@ -95,7 +95,7 @@ caf::behavior manager_state::start(caf::stateful_actor<manager_state>* self, con
 
 void manager_state::on_start() {
   for (size_t k = 0; k < workers_.size(); ++k) spawn_worker(k);
-  emit("run_start", {{"strategy", ctx_->cfg.name}, {"search", ledger_->strategy().name()},
+  emit(event_kind::run_start, {{"strategy", ctx_->cfg.name}, {"search", ledger_->strategy().name()},
                      {store::state_key::kernel_dir, ctx_->kernel_dir}, {"vendor", ctx_->vendor},
                      {"devices", ctx_->device_ids}, {"gpu_name", ctx_->gpu_name},
                      {"platform", ctx_->cfg.platform.uniform()}, {"max_rounds", ctx_->cfg.max_rounds},
@@ -107,7 +107,7 @@ void manager_state::on_start() {
                               {"key_env", ctx_->llm_chosen.key_env}}},
                      {"llm_models", llm_models_json()},
                      {"sandbox_warning", ctx_->sandbox_warning}});
-  for (const auto& n : ctx_->notes) emit("note", {{"what", n}});
+  for (const auto& n : ctx_->notes) emit(event_kind::note, {{"what", n}});
   db_->set_states({{store::state_key::status, "running"}, {store::state_key::kernel_dir, ctx_->kernel_dir},
                    {store::state_key::strategy_name, ctx_->cfg.name}});
   if (ctx_->resume) {
@@ -132,7 +132,7 @@ void manager_state::start_fresh() {
   fs::create_directories(work_dir);
   const auto timeout =
       seconds_ms(ctx_->test_timeout_s + 3 * ctx_->cfg.benchmark_timeout_s + ctx_->cfg.user_test_timeout_s);
-  self_->request(workers_.front().actor, timeout, evaluate{"initial", ctx_->input_code, "initial", work_dir.string()})
+  self_->request(workers_.front().actor, timeout, evaluate{"initial", ctx_->input_code, device_mode::initial, work_dir.string()})
       .then([this, work_dir](const evaluation& e) { on_initial(e, work_dir); },
             [this](caf::error& err) { finish(false, "Initial kernel could not be evaluated: " + to_string(err)); });
 }
@@ -158,7 +158,7 @@ void manager_state::on_initial(const evaluation& e, const fs::path& work_dir) {
     } catch (const std::exception&) {
     }
     const bool problem = e.failure_cause == store::failure_cause::problem;
-    emit("error", {{"what", problem ? "the kernel directory's problem.py failed" : "initial kernel failed verification"},
+    emit(event_kind::error, {{"what", problem ? "the kernel directory's problem.py failed" : "initial kernel failed verification"},
                    {"error", e.error.substr(0, 2000)}});
     if (problem)
       return finish(false, "The kernel directory is at fault, not the kernel: " + e.error.substr(0, 600) +
@@ -177,7 +177,7 @@ void manager_state::on_initial(const evaluation& e, const fs::path& work_dir) {
   db_->set_state_json(store::state_key::eager_ms, num_or_null(eager_));
   db_->set_state_json(store::state_key::compile_ms, num_or_null(compile_));
   db_->set_state_json(store::state_key::initial_ms, num_or_null(initial_));
-  emit("initial", {{"initial_ms", num_or_null(initial_)}, {"eager_ms", num_or_null(eager_)},
+  emit(event_kind::initial, {{"initial_ms", num_or_null(initial_)}, {"eager_ms", num_or_null(eager_)},
                    {"compile_ms", num_or_null(compile_)}, {"best_ms", num_or_null(initial_)},
                    {"device_s", e.wall_s}});
   ledger_->start({"initial", "", ctx_->input_code, is_measured(e.time_ms) ? e.time_ms : -1, 0, *u.code_hash});
@@ -216,14 +216,14 @@ void manager_state::resume() {
   const auto prior = store::totals_of(prior_sessions_);
   const auto by_cause = db_->failures_by_cause();
   const long dups = by_cause.count("duplicate") ? static_cast<long>(by_cause.at("duplicate")) : 0;
-  emit("resume", {{"from_round", ledger_->round()}, {store::state_key::round_done, round_done},
+  emit(event_kind::resume, {{"from_round", ledger_->round()}, {store::state_key::round_done, round_done},
                   {"pending", plan.pending}, {"verified", db_->count(store::program_status::verified) - 1},
                   {"failed", db_->count(store::program_status::failed) - dups}, {"duplicates", dups},
                   {"prior", {{"sessions", prior.sessions}, {"wall_s", prior.wall_s}, {"device_s", prior.device_s},
                              {"capacity_s", prior.capacity_s}}},
                   {"next_candidate", ledger_->next_candidate()}});
   auto best = ledger_->strategy().best();
-  emit("initial", {{"initial_ms", num_or_null(initial_)}, {"eager_ms", num_or_null(eager_)},
+  emit(event_kind::initial, {{"initial_ms", num_or_null(initial_)}, {"eager_ms", num_or_null(eager_)},
                    {"compile_ms", num_or_null(compile_)},
                    {"best_ms", best ? num_or_null(best->time_ms) : num_or_null(initial_)}});
   switch (plan.next) {
@@ -272,7 +272,7 @@ void manager_state::start_round(int r) {
   db_->set_state(store::state_key::round, std::to_string(r));
   auto plans = ledger_->plan_round(r);
   if (plans.empty()) return finish(true, "");
-  emit("round_start", {{"round", r}, {"max_rounds", ctx_->cfg.max_rounds}, {"candidates", plans.size()}});
+  emit(event_kind::round_start, {{"round", r}, {"max_rounds", ctx_->cfg.max_rounds}, {"candidates", plans.size()}});
   for (const auto& plan : plans) commit_plan(plan);
   pump();
 }
@@ -284,7 +284,7 @@ void manager_state::end_round() {
   db_->set_states({{store::state_key::round, std::to_string(round)},
                    {store::state_key::round_done, std::to_string(round)},
                    {store::state_key::strategy_state, ledger_->strategy_state().dump()}});
-  emit("round_end", {{"round", round},
+  emit(event_kind::round_end, {{"round", round},
                      {"best_ms", best ? num_or_null(best->time_ms) : nlohmann::json(nullptr)},
                      {"best_program_id", best ? best->id : ""}});
   auto go_on = [this, closed, round] {
@@ -343,7 +343,7 @@ void manager_state::pump() {
 void manager_state::request_analysis(const candidate_spec& spec) {
   const std::string pid = spec.parent_id;
   analyzing_.insert(pid);
-  if (pid == "initial") emit("initial_step", {{"step", "profiling and diagnosing the starting kernel"}});
+  if (pid == "initial") emit(event_kind::initial_step, {{"step", "profiling and diagnosing the starting kernel"}});
   const size_t k = least_loaded();
   auto a = self_->spawn(parent_analysis_actor, ctx_, workers_[k].actor, llm_);
   analysts_[pid] = a;
@@ -355,14 +355,14 @@ void manager_state::request_analysis(const candidate_spec& spec) {
   req.work_dir = (run_path_ / "baseline_profiles" / pid).string();
   req.model = spec.model;
   if (auto it = profiles_.find(pid); it != profiles_.end()) req.known_profile = it->second;
-  emit("analysis_start", {{"parent_id", pid}, {"gpu_id", workers_[k].device_id},
+  emit(event_kind::analysis_start, {{"parent_id", pid}, {"gpu_id", workers_[k].device_id},
                           {"profile_reused", req.known_profile.has_value()}});
   self_->request(a, seconds_ms(ctx_->cfg.candidate_timeout_s), req)
       .then(
           [this, pid](const parent_analysis& pa) {
             analysts_.erase(pid);
             if (finished_) return;  // interrupted: analysed again after --resume
-            emit("analysis", {{"parent_id", pid}, {"source", pa.analysis.source},
+            emit(event_kind::analysis, {{"parent_id", pid}, {"source", pa.analysis.source},
                               {"directions", pa.analysis.bottlenecks.size()},
                               {"profile_failed", pa.profile_failed}, {"device_s", pa.device_s}, {"llm_s", pa.llm_s}});
             on_analysis(pid, pa.analysis, pa.device_s);
@@ -371,7 +371,7 @@ void manager_state::request_analysis(const candidate_spec& spec) {
             analysts_.erase(pid);
             if (finished_) return;
             // No analysis: the candidates still run, with the direction left to the model.
-            emit("error", {{"what", "parent analysis failed"}, {"parent_id", pid}, {"reason", to_string(err)}});
+            emit(event_kind::error, {{"what", "parent analysis failed"}, {"parent_id", pid}, {"reason", to_string(err)}});
             on_analysis(pid, kernel_analysis{}, 0, to_string(err));
           });
 }
@@ -418,7 +418,7 @@ void manager_state::dispatch(candidate_spec spec) {
   u.worker = static_cast<int>(k);
   u.gpu_id = w.device_id;
   db_->update_program(spec.id, u);
-  emit("candidate_start", {{"candidate_id", spec.id}, {"parent_id", spec.parent_id}, {"round", spec.round},
+  emit(event_kind::candidate_start, {{"candidate_id", spec.id}, {"parent_id", spec.parent_id}, {"round", spec.round},
                            {"gpu_id", w.device_id}, {"slot", static_cast<int>(inflight_.size())},
                            {"direction", spec.bottleneck_id}});
   // The gpu worker enforces candidate_timeout_s (and kills the candidate); this request's own timeout
@@ -467,7 +467,7 @@ void manager_state::on_result(const candidate_result& res) {
     meter_->record(res.llm_s, res.device_s - res.user_test_s);
     if (const int n = meter_->next(slots_); n != slots_) {
       slots_ = n;
-      emit("concurrency", {{"num_workers", n}, {"reason", meter_->reason()}});
+      emit(event_kind::concurrency, {{"num_workers", n}, {"reason", meter_->reason()}});
     }
   }
   // The search's rules decide: duplicate, new best, divergence, and whether the strategy sees it.
@@ -531,9 +531,9 @@ void manager_state::commit_result(const candidate_result& res, const candidate_s
 void manager_state::emit_result(const candidate_result& res, const candidate_spec& spec, const worker_slot& w,
                                 const search::judgement& j) {
   if (j.diverged)
-    emit("note", {{"what", "diverged"}, {"candidate_id", res.candidate_id}, {"time_ms", res.time_ms},
+    emit(event_kind::note, {{"what", "diverged"}, {"candidate_id", res.candidate_id}, {"time_ms", res.time_ms},
                   {"parent_time_ms", spec.parent_time_ms}, {"divergence_threshold", ctx_->cfg.divergence_threshold}});
-  emit("candidate_result",
+  emit(event_kind::candidate_result,
        {{"candidate_id", res.candidate_id}, {"parent_id", res.parent_id}, {"round", spec.round},
         {"gpu_id", w.device_id}, {"ok", j.ok}, {"time_ms", j.ok ? nlohmann::json(res.time_ms) : nlohmann::json(nullptr)},
         {"failure_cause", j.ok ? "" : j.failure_cause}, {"error", j.ok ? "" : j.error.substr(0, 500)},
@@ -555,10 +555,10 @@ void manager_state::roofline_stop(const std::optional<kernel_profile>& prof, con
     if (d.stop && stop_rule_->config().early_stop && rr.at_roofline) {
       stop_requested_ = true;
       stop_reason_ = d.reason;
-      emit("note", {{"what", "roofline stop"}, {"candidate_id", id}, {"reason", d.reason}});
+      emit(event_kind::note, {{"what", "roofline stop"}, {"candidate_id", id}, {"reason", d.reason}});
     }
   } catch (const std::exception& e) {
-    emit("error", {{"what", "roofline of the new best could not be read"}, {"reason", e.what()}});
+    emit(event_kind::error, {{"what", "roofline of the new best could not be read"}, {"reason", e.what()}});
   }
 }
 
@@ -596,7 +596,7 @@ void manager_state::on_worker_down(const caf::down_msg& dm) {
   for (size_t k = 0; k < workers_.size(); ++k) {
     if (workers_[k].actor.address() != dm.source) continue;
     if (finished_) return;
-    emit("error", {{"what", "gpu worker down"}, {"gpu_id", workers_[k].device_id}, {"reason", to_string(dm.reason)}});
+    emit(event_kind::error, {{"what", "gpu worker down"}, {"gpu_id", workers_[k].device_id}, {"reason", to_string(dm.reason)}});
     std::vector<candidate_result> lost;
     for (const auto& [id, c] : inflight_) {
       if (c.worker != static_cast<int>(k)) continue;
@@ -612,7 +612,7 @@ void manager_state::on_worker_down(const caf::down_msg& dm) {
     }
     ++workers_[k].restarts;
     spawn_worker(k);
-    emit("note", {{"what", "gpu worker respawned"}, {"gpu_id", workers_[k].device_id},
+    emit(event_kind::note, {{"what", "gpu worker respawned"}, {"gpu_id", workers_[k].device_id},
                   {"restarts", workers_[k].restarts}});
     for (const auto& r : lost) on_result(r);
     return;
@@ -623,7 +623,7 @@ void manager_state::on_worker_down(const caf::down_msg& dm) {
 // rest of the run (SPEC §7.4, §14 A.22-A.25): decided by the component's platform.
 void manager_state::on_profiling_failed(const profiling_failed& pf) {
   ++profiling_failures_;
-  emit("profiling_failed", {{"gpu_id", pf.gpu_id}, {"candidate_id", pf.candidate_id}, {"platform", pf.platform},
+  emit(event_kind::profiling_failed, {{"gpu_id", pf.gpu_id}, {"candidate_id", pf.candidate_id}, {"platform", pf.platform},
                             {"invocation", pf.invocation}, {"reason", pf.reason.substr(0, 1000)},
                             {"output_tail", pf.output_tail.substr(0, 2000)}});
   if (pf.platform != "rocm") return;
@@ -635,7 +635,7 @@ void manager_state::on_profiling_failed(const profiling_failed& pf) {
     nlohmann::json change{{"gpu_id", w.device_id}, {"mode", "synthetic"}, {"reason", w.synthetic_reason.substr(0, 500)},
                           {"invocation", pf.invocation}, {"candidate_id", pf.candidate_id}};
     mode_changes_.push_back(change);
-    emit("mode_change", change);
+    emit(event_kind::mode_change, change);
     save_modes();
   }
 }
@@ -646,7 +646,7 @@ void manager_state::on_profiling_failed(const profiling_failed& pf) {
 caf::result<bool> manager_state::interrupt(int sig) {
   if (finished_) return false;
   interrupted_by_ = sig;
-  emit("interrupted", {{"signal", stop_signal_name(sig)}, {"in_flight", inflight_.size()}, {"queued", queue_.size()}});
+  emit(event_kind::interrupted, {{"signal", stop_signal_name(sig)}, {"in_flight", inflight_.size()}, {"queued", queue_.size()}});
   auto rp = self_->make_response_promise<bool>();
   auto left = std::make_shared<size_t>(workers_.size());
   auto done = [=]() mutable {
@@ -688,7 +688,7 @@ bool manager_state::profile_kernel(const program_entry& k, const std::string& la
   p.label = label;
   p.work_dir = (run_path_ / "candidates" / k.id).string();
   p.profile_id = k.id + "_" + label;
-  emit("note", {{"what", why}, {"program_id", k.id}});
+  emit(event_kind::note, {{"what", why}, {"program_id", k.id}});
   const auto id = k.id;
   self_->request(w->actor, seconds_ms(ctx_->cfg.candidate_timeout_s), p)
       .then(
@@ -783,7 +783,7 @@ void manager_state::finish_now(bool success, const std::string& error) {
   }
   rd.write_summary(s);
   db_->set_state(store::state_key::status, s["run_state"].get<std::string>());
-  emit("run_end", {{"success", s["success"]}, {"best_ms", s["best_ms"]}, {"error", sum.error},
+  emit(event_kind::run_end, {{"success", s["success"]}, {"best_ms", s["best_ms"]}, {"error", sum.error},
                    {"run_state", s["run_state"]}});
   const int code = interrupted_by_ != 0 ? 130 : sum.success ? 0 : 1;
   const auto text = s.dump();
@@ -805,8 +805,8 @@ void manager_state::shut_down(int code, const std::string& summary) {
 
 // ---- bookkeeping -----------------------------------------------------------------------------------
 
-void manager_state::emit(const std::string& type, const nlohmann::json& payload) {
-  self_->send(reporter_, run_event{type, payload.dump()});
+void manager_state::emit(event_kind kind, nlohmann::json payload) {
+  self_->send(reporter_, run_event{kind, std::move(payload)});
 }
 
 // Every session of the run, this one included (its wall time so far).

@@ -99,7 +99,7 @@ private:
   void finish_now(bool success, const std::string& error);
   void shut_down(int code, const std::string& summary);
   // ---- bookkeeping --------------------------------------------------------------------------------
-  void emit(const std::string& type, const nlohmann::json& payload);
+  void emit(event_kind kind, nlohmann::json payload);
   nlohmann::json all_sessions() const;
   void save_session();
   void save_modes();

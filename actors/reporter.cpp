@@ -90,13 +90,13 @@ caf::behavior reporter_state::start(caf::stateful_actor<reporter_state>* self, c
 }
 
 void reporter_state::on_event(const run_event& e) {
-  nlohmann::json payload = nlohmann::json::parse(e.payload_json, nullptr, false);
-  if (payload.is_discarded()) payload = nlohmann::json{{"text", e.payload_json}};
-  log_->append(e.type, payload);
+  const std::string type = to_string(e.kind);
+  const auto& payload = e.payload;
+  log_->append(type, payload);
   const double t = now_s();
-  report::update(progress_, e.type, payload, t);
-  show(e.type, payload, t);
-  refresh_report(e.type, t);
+  report::update(progress_, type, payload, t);
+  show(type, payload, t);
+  refresh_report(type, t);
 }
 
 // What the terminal shows of an event: with --quiet only errors and the end; on a TTY the significant

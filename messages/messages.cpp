@@ -12,6 +12,31 @@ std::string to_string(errc e) {
   return "unknown";
 }
 
+const char* to_string(event_kind k) {
+  switch (k) {
+    case event_kind::run_start: return "run_start";
+    case event_kind::note: return "note";
+    case event_kind::error: return "error";
+    case event_kind::initial_step: return "initial_step";
+    case event_kind::initial: return "initial";
+    case event_kind::resume: return "resume";
+    case event_kind::round_start: return "round_start";
+    case event_kind::round_end: return "round_end";
+    case event_kind::analysis_start: return "analysis_start";
+    case event_kind::analysis: return "analysis";
+    case event_kind::candidate_start: return "candidate_start";
+    case event_kind::candidate_result: return "candidate_result";
+    case event_kind::concurrency: return "concurrency";
+    case event_kind::profiling_failed: return "profiling_failed";
+    case event_kind::mode_change: return "mode_change";
+    case event_kind::interrupted: return "interrupted";
+    case event_kind::run_end: return "run_end";
+    case event_kind::llm_call: return "llm_call";
+    case event_kind::llm_retry: return "llm_retry";
+  }
+  return "note";
+}
+
 void register_messages(caf::actor_system_config& cfg) {
   cfg.add_message_type<chat_message>("kagent::chat_message");
   cfg.add_message_type<std::vector<chat_message>>("std::vector<kagent::chat_message>");

@@ -7,6 +7,8 @@
 // through the inspect overloads at the end; JSON is written only at the edges (files, program.db).
 #include <caf/all.hpp>
 
+#include <nlohmann/json.hpp>
+
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -17,6 +19,8 @@
 #include <vector>
 
 #include "platform/analysis/bottleneck.hpp"
+#include "platform/device/device_mode.hpp"
+#include "platform/llm/llm_types.hpp"
 #include "platform/profile_core/kernel_profile.hpp"
 #include "platform/store/program_db.hpp"
 
@@ -65,7 +69,7 @@ struct completion {
   bool ok = false;
   std::string text;
   std::string error;       ///< one line, never containing a key
-  std::string error_kind;  ///< rate_limited, overloaded, server, timeout, connection, auth, quota, ...
+  std::optional<llm_error_kind> error_kind;  ///< why it failed; none when ok
   int64_t input_tokens = 0;
   int64_t output_tokens = 0;
   double cost_usd = 0;
@@ -77,12 +81,11 @@ struct completion {
 };
 
 // ---- device work ---------------------------------------------------------------------------------
-/// Work for a gpu worker's evaluator. mode: "verify", "benchmark", "verify+benchmark", "reference"
-/// (eager and torch.compile timings of the problem's Model), "hash".
+/// Work for a device: verify or benchmark a candidate, or evaluate the starting kernel (initial).
 struct evaluate {
   std::string candidate_id;
   std::string code;
-  std::string mode;
+  device_mode mode = device_mode::verify;
   std::string work_dir;  ///< the candidate's directory; the child runs there
   double best_ms = not_measured;  ///< the run's best when planned: user_test "best" runs test.py below it
 };
@@ -223,10 +226,21 @@ struct parent_analysis {
   double llm_s = 0;
 };
 
-/// An event for events.jsonl and the progress line.
+/// The kinds of run events: events.jsonl's "type" (docs/report.md lists each one's fields).
+enum class event_kind : uint8_t {
+  run_start, note, error, initial_step, initial, resume, round_start, round_end, analysis_start, analysis,
+  candidate_start, candidate_result, concurrency, profiling_failed, mode_change, interrupted, run_end, llm_call,
+  llm_retry,
+};
+/// The name written to events.jsonl ("run_start", "candidate_result", ...).
+const char* to_string(event_kind k);
+
+/// An event for events.jsonl and the progress line. The payload is the event's line in events.jsonl
+/// (an edge format, read back by `show`, `report` and `runs`); it crosses an actor boundary as the
+/// object it is, and as text only when it leaves the process.
 struct run_event {
-  std::string type;
-  std::string payload_json;
+  event_kind kind = event_kind::note;
+  nlohmann::json payload = nlohmann::json::object();
 };
 
 } // namespace kagent
@@ -244,6 +258,13 @@ struct opt {
       if (!std::isfinite(value)) has = false, value = T{};
   }
   void put() { ref = has ? std::optional<T>(value) : std::nullopt; }
+};
+/// A JSON value travels as its text (strict: a non-finite number is written as null).
+struct json_text {
+  nlohmann::json& ref;
+  std::string text;
+  explicit json_text(nlohmann::json& r) : ref(r), text(r.dump()) {}
+  void put() { ref = nlohmann::json::parse(text, nullptr, false); }
 };
 /// A map of numbers travels without its non-finite entries (a metric that is not a number was not
 /// measured; CAF's binary serializer cannot take one).
@@ -322,8 +343,13 @@ typename I::result_type inspect(I& f, complete& x) {
 }
 template <class I>
 typename I::result_type inspect(I& f, completion& x) {
-  return f(caf::meta::type_name("completion"), x.request_id, x.ok, x.text, x.error, x.error_kind, x.input_tokens,
-           x.output_tokens, x.cost_usd, x.attempts, x.model, x.provider, x.retry_after_s, x.latency_s);
+  wire::opt<llm_error_kind> kind{x.error_kind};
+  return f(caf::meta::type_name("completion"), x.request_id, x.ok, x.text, x.error, kind.has, kind.value,
+           x.input_tokens, x.output_tokens, x.cost_usd, x.attempts, x.model, x.provider, x.retry_after_s, x.latency_s,
+           caf::meta::load_callback([&]() -> caf::error {
+             kind.put();
+             return caf::none;
+           }));
 }
 template <class I>
 typename I::result_type inspect(I& f, evaluate& x) {
@@ -401,7 +427,11 @@ typename I::result_type inspect(I& f, parent_analysis& x) {
 }
 template <class I>
 typename I::result_type inspect(I& f, run_event& x) {
-  return f(caf::meta::type_name("run_event"), x.type, x.payload_json);
+  wire::json_text payload{x.payload};
+  return f(caf::meta::type_name("run_event"), x.kind, payload.text, caf::meta::load_callback([&]() -> caf::error {
+             payload.put();
+             return caf::none;
+           }));
 }
 
 } // namespace kagent

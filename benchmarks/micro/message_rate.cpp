@@ -2,7 +2,9 @@
 //  - a candidate_result round trip between two actors of one process, with its attempt and reflexion
 //    as typed records (today) and as JSON text that the receiver parses (the vocabulary before);
 //  - the same message through CAF's binary serializer and back (what a node link would carry);
-//  - fire-and-forget run_events to a sink (the manager's event stream to the reporter).
+//  - fire-and-forget run_events to a sink (the manager's event stream to the reporter), with the
+//    payload as the JSON object it is (today) and as text dumped by the sender and parsed by the
+//    receiver (the vocabulary before).
 // Run: build/benchmarks/message_rate [--benchmark_repetitions=3]
 #include <benchmark/benchmark.h>
 
@@ -149,9 +151,20 @@ void BM_BinarySerializeCandidateResult(benchmark::State& state) {
 }
 BENCHMARK(BM_BinarySerializeCandidateResult);
 
+nlohmann::json event_payload() {
+  return nlohmann::json::parse(R"({"candidate_id":"r2_c7","ok":true,"time_ms":0.9867,"best_ms":0.9867,)"
+                               R"("new_best":true,"device_s":0.7,"llm_s":41.0,"gpu_id":0,"round":2})");
+}
+
 caf::behavior sink(caf::event_based_actor*, std::shared_ptr<std::atomic<long>> n) {
   return {
       [n](const run_event&) { n->fetch_add(1, std::memory_order_relaxed); },
+      [n](const std::string& type, const std::string& text) {
+        auto payload = nlohmann::json::parse(text, nullptr, false);
+        benchmark::DoNotOptimize(payload);
+        benchmark::DoNotOptimize(type);
+        n->fetch_add(1, std::memory_order_relaxed);
+      },
       [n](count_atom) { return n->load(); },
   };
 }
@@ -162,11 +175,13 @@ void BM_RunEventsToASink(benchmark::State& state) {
   caf::scoped_actor self{sys};
   auto n = std::make_shared<std::atomic<long>>(0);
   auto s = sys.spawn(sink, n);
-  const run_event ev{"candidate_result", R"({"candidate_id":"r2_c7","ok":true,"time_ms":0.9867,"best_ms":0.9867,)"
-                                         R"("new_best":true,"device_s":0.7,"llm_s":41.0,"gpu_id":0,"round":2})"};
+  const auto payload = event_payload();
   long sent = 0;
   for (auto _ : state) {
-    self->send(s, ev);
+    if (state.range(0) == 0)
+      self->send(s, run_event{event_kind::candidate_result, payload});
+    else
+      self->send(s, std::string{"candidate_result"}, payload.dump());
     ++sent;
   }
   // Every event is received before the clock stops: the rate is end to end.
@@ -175,7 +190,8 @@ void BM_RunEventsToASink(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations());
   self->send_exit(s, caf::exit_reason::user_shutdown);
 }
-BENCHMARK(BM_RunEventsToASink)->UseRealTime();
+// Arg 0: typed (event_kind + JSON object); arg 1: type and payload as text, parsed by the receiver.
+BENCHMARK(BM_RunEventsToASink)->Arg(0)->Arg(1)->UseRealTime();
 
 } // namespace
 

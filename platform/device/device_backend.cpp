@@ -86,7 +86,7 @@ bool run_user_test(const device_settings& s, const env_map& env, const std::stri
 
 bool wants_user_test(const device_settings& s, const device_request& req, double time_ms) {
   if (s.user_test == "never" || s.test_path.empty()) return false;
-  if (req.mode == "initial" || s.user_test == "every") return true;
+  if (req.mode == device_mode::initial || s.user_test == "every") return true;
   return req.best_ms < 0 || time_ms < req.best_ms;  // "best": only a candidate that may become the best
 }
 
@@ -108,7 +108,7 @@ public:
     device_result e;
     e.candidate_id = req.candidate_id;
     e.verified = true;
-    if (req.mode != "verify") {
+    if (req.mode != device_mode::verify) {
       e.benchmarked = true;
       e.time_ms = 1.0;
     }
@@ -149,12 +149,12 @@ public:
     auto step = [&](const char* what) {
       if (req.on_step) req.on_step(what);
     };
-    if (req.mode == "initial" && wants_user_test(s_, req, -1)) {
+    if (req.mode == device_mode::initial && wants_user_test(s_, req, -1)) {
       step("running the kernel directory's test.py");
       if (!run_user_test(s_, env_, req.code, req.work_dir.empty() ? fs::path(s_.run_path) : fs::path(req.work_dir), e))
         return finish(e, t0);
     }
-    if (req.mode == "verify" || req.mode == "initial") {
+    if (req.mode == device_mode::verify || req.mode == device_mode::initial) {
       step("verifying");
       auto r = client_->request(merged(base, {{"op", "verify"}}), verify_timeout);
       take_output(e, r);
@@ -170,11 +170,11 @@ public:
       }
       e.verified = true;
     }
-    if (req.mode == "benchmark" || req.mode == "initial") {
+    if (req.mode == device_mode::benchmark || req.mode == device_mode::initial) {
       nlohmann::json targets = nlohmann::json{"candidate"};
-      if (req.mode == "initial") targets.push_back("eager");
-      if (req.mode == "initial" && s_.compile_reference) targets.push_back("compile");
-      step(req.mode != "initial"        ? "timing"
+      if (req.mode == device_mode::initial) targets.push_back("eager");
+      if (req.mode == device_mode::initial && s_.compile_reference) targets.push_back("compile");
+      step(req.mode != device_mode::initial        ? "timing"
            : s_.compile_reference ? "timing it, PyTorch eager and torch.compile"
                                   : "timing it and PyTorch eager");
       auto r = client_->request(merged(base, {{"op", "benchmark"},
@@ -213,7 +213,7 @@ public:
       if (e.floor_ms > 0 && e.time_ms > 0) e.floor_pct = e.floor_ms / e.time_ms * 100.0;
       auto h = client_->request(merged(base, {{"op", "hash"}}), bench_timeout);
       if (h.ok() && h.body["result"].contains("hash")) e.code_hash = h.body["result"]["hash"].get<std::string>();
-      if (req.mode == "benchmark" && wants_user_test(s_, req, e.time_ms) &&
+      if (req.mode == device_mode::benchmark && wants_user_test(s_, req, e.time_ms) &&
           !run_user_test(s_, env_, req.code, req.work_dir.empty() ? fs::path(s_.run_path) : fs::path(req.work_dir), e)) {
         e.benchmarked = false;
         return finish(e, t0);
@@ -314,9 +314,9 @@ public:
     e.candidate_id = req.candidate_id;
     const auto dir = fs::path(req.work_dir.empty() ? s_.run_path : req.work_dir);
     fs::create_directories(dir);
-    const auto kernel = dir / fmt::format("kernel_{}.py", req.mode == "initial" ? "initial" : "candidate");
+    const auto kernel = dir / fmt::format("kernel_{}.py", req.mode == device_mode::initial ? "initial" : "candidate");
     store::write_file_atomic(kernel, req.code);
-    const auto out = dir / fmt::format("run_once_{}.json", req.mode);
+    const auto out = dir / fmt::format("run_once_{}.json", to_string(req.mode));
     fs::remove(out);
     process_spec p;
     p.argv = {s_.python, s_.install_root + "/harness/run_once.py", "--problem", s_.problem_path,
@@ -327,9 +327,9 @@ public:
               "--sandbox-prefix", nlohmann::json(s_.sandbox_prefix).dump()};
     if (s_.peak_bandwidth_gbps > 0) p.argv.insert(p.argv.end(), {"--peak-gbps", fmt::format("{}", s_.peak_bandwidth_gbps)});
     double timeout_s = s_.test_timeout_s;
-    if (req.mode == "verify") {
+    if (req.mode == device_mode::verify) {
       p.argv.insert(p.argv.end(), {"--mode", "verify"});
-    } else if (req.mode == "benchmark") {
+    } else if (req.mode == device_mode::benchmark) {
       p.argv.insert(p.argv.end(), {"--mode", "benchmark", "--targets", "candidate"});
       timeout_s = s_.benchmark_timeout_s;
     } else {
@@ -348,7 +348,7 @@ public:
                                              nullptr, false);
     if (r.timed_out || r.term_signal != 0 || !j.is_object()) {
       e.failure_cause = r.timed_out ? "timeout" : (r.term_signal != 0 ? "crash" : "harness");
-      e.error = fmt::format("run_once.py ({}) {}", req.mode, r.describe());
+      e.error = fmt::format("run_once.py ({}) {}", to_string(req.mode), r.describe());
       return e;
     }
     const auto& res = j.contains("result") && j["result"].is_object() ? j["result"] : nlohmann::json::object();
@@ -357,7 +357,7 @@ public:
       if (j.contains("traceback") && j["traceback"].is_string() && !j["traceback"].get<std::string>().empty())
         e.stderr_tail += "\n--- traceback ---\n" + j["traceback"].get<std::string>();
       if (j.value("kind", std::string{}) == "problem_error") e.error = "the kernel directory's " + e.error;
-      e.failure_cause = j.value("poisoned", false) ? "crash" : (req.mode == "benchmark" ? "benchmark" : "verification");
+      e.failure_cause = j.value("poisoned", false) ? "crash" : (req.mode == device_mode::benchmark ? "benchmark" : "verification");
       e.failure_cause = cause_of_kind(j, e.failure_cause.c_str());
       if (e.error.rfind("Disallowed PyTorch usage", 0) == 0) e.failure_cause = "banned";
       return e;
@@ -382,10 +382,10 @@ public:
       e.floor_ms = res["benchmark"]["floor_ms"].get<double>();
       if (e.time_ms > 0) e.floor_pct = e.floor_ms / e.time_ms * 100.0;
     }
-    if ((req.mode == "benchmark" && wants_user_test(s_, req, e.time_ms)) || (req.mode == "initial" && wants_user_test(s_, req, -1))) {
+    if ((req.mode == device_mode::benchmark && wants_user_test(s_, req, e.time_ms)) || (req.mode == device_mode::initial && wants_user_test(s_, req, -1))) {
       if (!run_user_test(s_, env_, req.code, dir, e)) {
         e.benchmarked = false;
-        e.verified = req.mode != "initial" && e.verified;
+        e.verified = req.mode != device_mode::initial && e.verified;
       }
     }
     return e;

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "platform/common/env.hpp"
+#include "platform/device/device_mode.hpp"
 
 namespace kagent {
 
@@ -42,12 +43,10 @@ struct device_settings {
   std::string test_path;            ///< the kernel directory's test.py
 };
 
-/// mode: "verify", "benchmark" (candidate only) or "initial" (the user's test.py unless user_test is
-/// never, verify, then candidate, eager and torch.compile timings).
 struct device_request {
   std::string candidate_id;
   std::string code;
-  std::string mode;
+  device_mode mode = device_mode::verify;
   std::string work_dir;        ///< the candidate's directory; the child runs there
   /// The run's best time when the candidate was planned (< 0: none yet). With user_test: best, a
   /// benchmark faster than this runs the kernel directory's test.py before it may become the best.

@@ -19,12 +19,16 @@ const char* to_string(llm_error_kind k) {
     case llm_error_kind::budget: return "budget";
     case llm_error_kind::replay_exhausted: return "replay_exhausted";
     case llm_error_kind::unavailable: return "unavailable";
+    case llm_error_kind::reply_too_large: return "reply_too_large";
+    case llm_error_kind::truncated: return "truncated";
+    case llm_error_kind::cancelled: return "cancelled";
+    case llm_error_kind::internal: return "internal";
   }
   return "unknown";
 }
 
 std::optional<llm_error_kind> llm_error_kind_from_string(const std::string& name) {
-  for (int k = 0; k <= static_cast<int>(llm_error_kind::unavailable); ++k)
+  for (int k = 0; k <= static_cast<int>(last_llm_error_kind); ++k)
     if (name == to_string(static_cast<llm_error_kind>(k))) return static_cast<llm_error_kind>(k);
   return std::nullopt;
 }

@@ -49,7 +49,13 @@ enum class llm_error_kind {
   budget,          ///< the call or the run would exceed its USD budget: never retried
   replay_exhausted,///< the replay set has no reply left for this purpose: never retried
   unavailable,     ///< no provider / no key for the model: never retried
+  // Decided by the llm_client about a call, never raised by a provider (never retried):
+  reply_too_large, ///< the reply exceeded llm.max_reply_bytes
+  truncated,       ///< the reply stopped at max_tokens
+  cancelled,       ///< its candidate timed out before the call was sent
+  internal,        ///< the call actor failed (our own fault)
 };
+inline constexpr llm_error_kind last_llm_error_kind = llm_error_kind::internal;
 
 const char* to_string(llm_error_kind k);
 /// The inverse of to_string (kinds cross actor boundaries as text); nullopt for an unknown name.

@@ -61,7 +61,7 @@ json request_json(const llm_request& req) {
 long estimate_tokens(size_t chars) { return static_cast<long>((chars + 3) / 4); }
 
 llm_error_kind kind_from_string(const std::string& s) {
-  for (int i = 0; i <= static_cast<int>(llm_error_kind::unavailable); ++i)
+  for (int i = 0; i <= static_cast<int>(last_llm_error_kind); ++i)
     if (s == to_string(static_cast<llm_error_kind>(i))) return static_cast<llm_error_kind>(i);
   return llm_error_kind::server;
 }

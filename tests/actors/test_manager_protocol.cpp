@@ -66,7 +66,7 @@ caf::behavior fake_gpu_worker(caf::stateful_actor<fake_state>* self, int index, 
                               std::shared_ptr<protocol_log> log) {
   return {
       [=](const evaluate& e) {
-        log->add("evaluate " + e.mode + "@" + std::to_string(index));
+        log->add(std::string("evaluate ") + to_string(e.mode) + "@" + std::to_string(index));
         evaluation r;
         r.candidate_id = e.candidate_id;
         r.verified = r.benchmarked = true;

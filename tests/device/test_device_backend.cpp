@@ -64,26 +64,26 @@ TEST_P(DeviceBackendCpu, VerifiesTimesAndHashesAndIsolatesFailures) {
   const auto work = (s.dir / "c0").string();
   fs::create_directories(work);
 
-  auto init = backend->run({"initial", good, "initial", work});
+  auto init = backend->run({"initial", good, device_mode::initial, work});
   ASSERT_TRUE(init.verified) << init.error << "\n" << init.stderr_tail;
   EXPECT_TRUE(init.benchmarked);
   EXPECT_GT(init.time_ms, 0);
   EXPECT_GT(init.eager_ms, 0);
   EXPECT_FALSE(init.code_hash.empty());
 
-  auto bad = backend->run({"c1", wrong_kernel(), "verify", work});
+  auto bad = backend->run({"c1", wrong_kernel(), device_mode::verify, work});
   EXPECT_FALSE(bad.verified);
   EXPECT_EQ(bad.failure_cause, "verification") << bad.error;
   EXPECT_FALSE(bad.error.empty());
 
-  auto broken = backend->run({"c2", "def kernel_function(:\n", "verify", work});
+  auto broken = backend->run({"c2", "def kernel_function(:\n", device_mode::verify, work});
   EXPECT_FALSE(broken.verified);
   EXPECT_NE(broken.error.find("SyntaxError"), std::string::npos) << broken.error;
 
   // The device session survives its failed requests: the good kernel still verifies and times.
-  auto again = backend->run({"c3", good, "verify", work});
+  auto again = backend->run({"c3", good, device_mode::verify, work});
   EXPECT_TRUE(again.verified) << again.error;
-  auto timed = backend->run({"c3", good, "benchmark", work});
+  auto timed = backend->run({"c3", good, device_mode::benchmark, work});
   EXPECT_TRUE(timed.benchmarked) << timed.error;
   EXPECT_EQ(timed.code_hash, init.code_hash);  // the same code hashes alike (dedup)
   // Nothing of the children outside the run directory: their TMPDIR is under workers/gpu0/.
@@ -97,13 +97,13 @@ TEST(DeviceBackendNoop, PassesAndAnswersOneMillisecond) {
   auto d = cpu_settings(s, "warm");
   d.verifier = "noop";
   auto backend = make_device_backend(d);
-  auto r = backend->run({"c0", "anything", "benchmark", s.dir.string()});
+  auto r = backend->run({"c0", "anything", device_mode::benchmark, s.dir.string()});
   EXPECT_TRUE(r.verified);
   EXPECT_TRUE(r.benchmarked);
   EXPECT_DOUBLE_EQ(r.time_ms, 1.0);
   EXPECT_LT(r.eager_ms, 0);  // references are not measured
   EXPECT_EQ(r.code_hash.size(), 64u);
-  auto v = backend->run({"c0", "anything", "verify", s.dir.string()});
+  auto v = backend->run({"c0", "anything", device_mode::verify, s.dir.string()});
   EXPECT_FALSE(v.benchmarked);
 }
 

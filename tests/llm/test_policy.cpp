@@ -314,14 +314,21 @@ TEST(LlmResolve, ConfigOverrides) {
   EXPECT_EQ(resolve_provider(rep, "claude-opus-4-6", {}, no_relay).provider, "replay");
 }
 
-TEST(LlmErrorKind, NamesRoundTripBecauseKindsCrossActorsAsText) {
-  for (int k = 0; k <= static_cast<int>(kagent::llm_error_kind::unavailable); ++k) {
+// Kinds travel between actors as the enum; their names are what program.db, events.jsonl and replay
+// recordings hold, so every name reads back as its kind.
+TEST(LlmErrorKind, EveryKindHasANameThatReadsBack) {
+  for (int k = 0; k <= static_cast<int>(kagent::last_llm_error_kind); ++k) {
     const auto kind = static_cast<kagent::llm_error_kind>(k);
     auto back = kagent::llm_error_kind_from_string(kagent::to_string(kind));
     ASSERT_TRUE(back.has_value()) << kagent::to_string(kind);
     EXPECT_EQ(*back, kind);
   }
-  EXPECT_FALSE(kagent::llm_error_kind_from_string("truncated").has_value());
+  EXPECT_EQ(kagent::llm_error_kind_from_string("truncated"), kagent::llm_error_kind::truncated);
+  EXPECT_FALSE(kagent::llm_error_kind_from_string("exploded").has_value());
+  // The client's own kinds are never retried.
+  for (auto k : {kagent::llm_error_kind::reply_too_large, kagent::llm_error_kind::truncated,
+                 kagent::llm_error_kind::cancelled, kagent::llm_error_kind::internal})
+    EXPECT_FALSE(kagent::llm_error(k, "x").transient()) << kagent::to_string(k);
 }
 
 TEST(ModelConfig, AnEntryOfAnotherVendorInheritsNeitherTheBlocksEndpointNorItsKey) {

@@ -57,11 +57,16 @@ TEST(Messages, EveryTypeSurvivesTheBinarySerializer) {
   EXPECT_EQ(c2.max_tokens, 20000);
   EXPECT_TRUE(c2.high_effort);
 
-  completion cp{"req-1", true, "```python\n```", "", "", 10, 20, 0.5, 2, "gpt-5", "openai"};
-  EXPECT_EQ(round_trip(sys, cp).output_tokens, 20);
+  completion cp{"req-1", true, "```python\n```", "", std::nullopt, 10, 20, 0.5, 2, "gpt-5", "openai"};
+  auto cp2 = round_trip(sys, cp);
+  EXPECT_EQ(cp2.output_tokens, 20);
+  EXPECT_FALSE(cp2.error_kind);
+  completion failed_call;
+  failed_call.error_kind = llm_error_kind::truncated;
+  EXPECT_EQ(round_trip(sys, failed_call).error_kind, llm_error_kind::truncated);
 
-  evaluate ev{"r1_c0", "code", "verify+benchmark", "/tmp/x"};
-  EXPECT_EQ(round_trip(sys, ev).mode, "verify+benchmark");
+  evaluate ev{"r1_c0", "code", device_mode::benchmark, "/tmp/x"};
+  EXPECT_EQ(round_trip(sys, ev).mode, device_mode::benchmark);
 
   evaluation en;
   en.candidate_id = "r1_c0";
@@ -203,8 +208,12 @@ TEST(Messages, EveryTypeSurvivesTheBinarySerializer) {
   EXPECT_FALSE(u2.candidate_id);
   EXPECT_FALSE(u2.latency_ms);
 
-  run_event e{"round_start", "{\"round\":1}"};
-  EXPECT_EQ(round_trip(sys, e).type, "round_start");
+  run_event e{event_kind::round_start, {{"round", 1}, {"ratio", std::numeric_limits<double>::infinity()}}};
+  auto e2 = round_trip(sys, e);
+  EXPECT_EQ(e2.kind, event_kind::round_start);
+  EXPECT_EQ(to_string(e2.kind), std::string{"round_start"});
+  EXPECT_EQ(e2.payload.at("round"), 1);
+  EXPECT_TRUE(e2.payload.at("ratio").is_null()) << "a non-finite number travels as null, as events.jsonl writes it";
 }
 
 TEST(Messages, ErrorCategoryRendersCodeAndContext) {
