@@ -174,8 +174,10 @@ void gpu_worker_state::next_profile() {
 // because its candidate timed out is no failure of the profiler.
 void gpu_worker_state::on_profiled(const profile& p, const profile_result& r) {
   if (!r.available || r.ok || r.abandoned || r.synthetic) return;
-  self_->send(manager_, profiling_failed{device_id_, p.candidate_id, r.platform, r.invocation, r.error, r.output_tail});
-  if (r.platform == "rocm") go_synthetic("after '" + r.error + "' in the " + r.invocation);
+  const bool turns = r.platform == "rocm" && !synthetic_;
+  if (turns) go_synthetic("after '" + r.error + "' in the " + r.invocation);
+  self_->send(manager_,
+              profiling_failed{device_id_, p.candidate_id, r.platform, r.invocation, r.error, r.output_tail, turns});
 }
 
 void gpu_worker_state::go_synthetic(const std::string& reason) {

@@ -626,12 +626,11 @@ void manager_state::on_profiling_failed(const profiling_failed& pf) {
   emit(event_kind::profiling_failed, {{"gpu_id", pf.gpu_id}, {"candidate_id", pf.candidate_id}, {"platform", pf.platform},
                             {"invocation", pf.invocation}, {"reason", pf.reason.substr(0, 1000)},
                             {"output_tail", pf.output_tail.substr(0, 2000)}});
-  if (pf.platform != "rocm") return;
+  if (!pf.turned_synthetic) return;
   for (auto& w : workers_) {
     if (w.device_id != pf.gpu_id || w.synthetic) continue;
     w.synthetic = true;
     w.synthetic_reason = pf.invocation.empty() ? pf.reason : pf.invocation + ": " + pf.reason;
-    self_->send(w.actor, mode_atom::value, std::string{"synthetic"});
     nlohmann::json change{{"gpu_id", w.device_id}, {"mode", "synthetic"}, {"reason", w.synthetic_reason.substr(0, 500)},
                           {"invocation", pf.invocation}, {"candidate_id", pf.candidate_id}};
     mode_changes_.push_back(change);
@@ -664,13 +663,9 @@ caf::result<bool> manager_state::interrupt(int sig) {
 // ---- the end ---------------------------------------------------------------------------------------
 
 // The answer is always the fastest verified, measured kernel of the whole run (program.db), not
-// whatever the strategy happens to hold.
+// whatever the strategy happens to hold: the same rule summary.json states (search::answer_of).
 std::optional<program_entry> manager_state::fastest_verified() {
-  auto top = db_->top_k_verified(1);
-  if (top.empty()) return ledger_->strategy().best();
-  const auto& p = top.front();
-  return program_entry{p.id, p.parent_id.value_or(""), p.code, p.time_ms.value_or(-1), p.round,
-                       p.code_hash.value_or("")};
+  return search::answer_of(db_->list_programs(), ledger_->strategy().best());
 }
 
 // One profile of a kept kernel on the first device that still profiles (a ROCm device in synthetic

@@ -145,6 +145,9 @@ struct profiling_failed {
   std::string invocation;  ///< which command (stats pass, PMC pass N)
   std::string reason;
   std::string output_tail;
+  /// The gpu worker (which owns the device's analysis mode) turned the device synthetic because of
+  /// this failure; the manager records it (summary, events, --resume) and decides nothing itself.
+  bool turned_synthetic = false;
 };
 
 // ---- the search ----------------------------------------------------------------------------------
@@ -374,7 +377,7 @@ typename I::result_type inspect(I& f, profile_result& x) {
 template <class I>
 typename I::result_type inspect(I& f, profiling_failed& x) {
   return f(caf::meta::type_name("profiling_failed"), x.gpu_id, x.candidate_id, x.platform, x.invocation, x.reason,
-           x.output_tail);
+           x.output_tail, x.turned_synthetic);
 }
 template <class I>
 typename I::result_type inspect(I& f, candidate_spec& x) {

@@ -32,6 +32,14 @@ void add(llm_tally& t, const store::llm_usage_row& u) {
 
 } // namespace
 
+std::optional<program_entry> answer_of(const std::vector<store::program_record>& programs,
+                                       const std::optional<program_entry>& strategy_best) {
+  const auto ranked = ranked_verified(programs);
+  if (ranked.empty()) return strategy_best;
+  const auto* p = ranked.front();
+  return program_entry{p->id, p->parent_id.value_or(""), p->code, *p->time_ms, p->round, p->code_hash.value_or("")};
+}
+
 run_summary summarize(const run_identity& id, const summary_facts& f) {
   run_summary s;
   s.run = id;
@@ -45,13 +53,8 @@ run_summary summarize(const run_identity& id, const summary_facts& f) {
   // The answer is the fastest verified, measured kernel of the whole run, not whatever the strategy
   // happens to hold.
   const auto ranked = ranked_verified(f.programs);
-  std::optional<program_entry> best = f.strategy_best;
-  const store::program_record* best_rec = nullptr;
-  if (!ranked.empty()) {
-    best_rec = ranked.front();
-    best = program_entry{best_rec->id, best_rec->parent_id.value_or(""), best_rec->code, *best_rec->time_ms,
-                         best_rec->round, best_rec->code_hash.value_or("")};
-  }
+  const std::optional<program_entry> best = answer_of(f.programs, f.strategy_best);
+  const store::program_record* best_rec = ranked.empty() ? nullptr : ranked.front();
 
   bool ok = f.ok;
   std::string why = f.error;

@@ -100,6 +100,12 @@ struct run_summary {
   nlohmann::json to_json() const;
 };
 
+/// The run's answer, the one rule for it: the fastest verified kernel with a measured time among
+/// `programs` (the earlier one on a tie), else `strategy_best`. The manager's decisions about the best
+/// (its final profile, a roofline stop) and summary.json both use it.
+std::optional<program_entry> answer_of(const std::vector<store::program_record>& programs,
+                                       const std::optional<program_entry>& strategy_best);
+
 /// Derives the outcome of a run from its records; `id` is copied into the result.
 run_summary summarize(const run_identity& id, const summary_facts& f);
 

@@ -39,7 +39,8 @@ caf::behavior recorder(caf::stateful_actor<recorder_state>* self) {
       [=](failures_atom) {
         std::vector<std::string> out;
         for (const auto& f : self->state.got)
-          out.push_back(fmt::format("{}|{}|{}|{}|{}", f.gpu_id, f.candidate_id, f.platform, f.invocation, f.reason));
+          out.push_back(fmt::format("{}|{}|{}|{}|{}{}", f.gpu_id, f.candidate_id, f.platform, f.invocation, f.reason,
+                                    f.turned_synthetic ? "|synthetic" : ""));
         return out;
       },
   };
@@ -158,7 +159,8 @@ TEST(ProfilerActor, RocmFailureTellsTheManagerAndTurnsTheSessionSynthetic) {
   EXPECT_EQ(r.invocation, "stats pass");
   EXPECT_NE(r.output_tail.find("fault injected"), std::string::npos) << r.output_tail;
   EXPECT_TRUE(r.profile.metrics.empty());
-  EXPECT_EQ(c.failures(), std::vector<std::string>{"2|r1_c0|rocm|stats pass|rocprof stats pass failed (rc=3)"});
+  EXPECT_EQ(c.failures(), std::vector<std::string>{"2|r1_c0|rocm|stats pass|rocprof stats pass failed (rc=3)|synthetic"})
+      << "the worker turned the device synthetic and told the manager so";
   const size_t runs = c.tool_runs();
   EXPECT_EQ(runs, 1u);
 
@@ -192,6 +194,7 @@ TEST(ProfilerActor, NvidiaFailureDoesNotGoSyntheticAndTheNextProfileRuns) {
   EXPECT_EQ(r.error.rfind("ncu failed with return code 1", 0), 0u) << r.error;
   ASSERT_EQ(c.failures().size(), 1u);
   EXPECT_NE(c.failures()[0].find("|nvidia|ncu|ncu failed with return code 1"), std::string::npos);
+  EXPECT_EQ(c.failures()[0].find("|synthetic"), std::string::npos) << "NVIDIA never turns synthetic by itself";
 
   fs::remove(fx + "/faults");
   auto ok = c.ask(c.request("r2_c0"));

@@ -195,3 +195,26 @@ TEST(Sessions, MalformedEntriesAreLeftOutAndNoCapacityMeansNoBusyFigure) {
   EXPECT_FALSE(store::busy_pct(1.0, -5.0));
   EXPECT_DOUBLE_EQ(*store::busy_pct(3.0, 12.0), 25.0);
 }
+
+// The one rule for the answer: the fastest verified, measured kernel (the earlier on a tie), else
+// the strategy's best; pending, failed and unmeasured programs never are.
+TEST(Summary, AnswerOfIsTheFastestVerifiedMeasuredKernelElseTheStrategysBest) {
+  auto prog = [](const std::string& id, const std::string& status, std::optional<double> ms, long seq) {
+    store::program_record p;
+    p.id = id;
+    p.status = status;
+    p.time_ms = ms;
+    p.seq = seq;
+    return p;
+  };
+  const program_entry fallback{"s", "", "code", 9.0, 1, ""};
+  EXPECT_EQ(search::answer_of({}, fallback)->id, "s");
+  EXPECT_FALSE(search::answer_of({}, std::nullopt));
+  std::vector<store::program_record> ps{prog("initial", "verified", 5.0, 1), prog("a", "failed", 1.0, 2),
+                                        prog("b", "verified", std::nullopt, 3), prog("c", "verified", 2.0, 4),
+                                        prog("d", "verified", 2.0, 5), prog("e", "pending", 0.5, 6)};
+  auto best = search::answer_of(ps, fallback);
+  ASSERT_TRUE(best);
+  EXPECT_EQ(best->id, "c") << "the earlier of two equal times";
+  EXPECT_EQ(best->time_ms, 2.0);
+}
