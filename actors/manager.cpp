@@ -663,9 +663,10 @@ caf::result<bool> manager_state::interrupt(int sig) {
 // ---- the end ---------------------------------------------------------------------------------------
 
 // The answer is always the fastest verified, measured kernel of the whole run (program.db), not
-// whatever the strategy happens to hold: the same rule summary.json states (search::answer_of).
+// whatever the strategy happens to hold: the same rule summary.json states (search::answer_of), over
+// the one row program.db ranks first (not every program and its code, at every round's end).
 std::optional<program_entry> manager_state::fastest_verified() {
-  return search::answer_of(db_->list_programs(), ledger_->strategy().best());
+  return search::answer_of(db_->top_k_verified(1), ledger_->strategy().best());
 }
 
 // One profile of a kept kernel on the first device that still profiles (a ROCm device in synthetic
