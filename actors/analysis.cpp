@@ -14,12 +14,12 @@ namespace fs = std::filesystem;
 namespace kagent {
 
 caf::behavior parent_analysis_actor(caf::stateful_actor<analysis_state>* self, context_ptr ctx, caf::actor worker,
-                                    caf::actor llm) {
+                                    llm_api llm) {
   return self->state.start(self, std::move(ctx), std::move(worker), std::move(llm));
 }
 
 caf::behavior analysis_state::start(caf::stateful_actor<analysis_state>* self, context_ptr ctx, caf::actor worker,
-                                    caf::actor llm) {
+                                    llm_api llm) {
   install_exception_handler(self, "parent_analysis");
   self_ = self;
   ctx_ = std::move(ctx);
@@ -61,7 +61,7 @@ caf::result<parent_analysis> analysis_state::analyze(const analyze_parent& a) {
 
 void analysis_state::on_profile(const profile_result& pr) {
   out_.device_s += pr.wall_s;
-  profile_platform_ = pr.platform;
+  profile_platform_ = pr.profile.platform;
   if (pr.available && pr.ok) {
     profile_ = pr.profile;
     return ask_llm({});
@@ -71,7 +71,7 @@ void analysis_state::on_profile(const profile_result& pr) {
     write("profile_error.txt", pr.invocation + ": " + pr.error + "\n" + pr.output_tail);
     // ROCm: a failed baseline profile means synthetic analysis (SPEC §7.4, §14 A.22), decided by the
     // profiler component's platform, never by a class (A.25).
-    if (pr.platform == "rocm")
+    if (pr.profile.platform == "rocm")
       return synthetic(pr.synthetic ? pr.error : "rocprofv3 failed: " + pr.invocation + ": " + pr.error);
   }
   // No profiler on this platform (cpu, noop), or NVIDIA's profile failed: the LLM still proposes

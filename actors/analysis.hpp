@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "actors/context.hpp"
+#include "actors/llm_client.hpp"
 #include "messages/messages.hpp"
 
 namespace kagent {
@@ -18,7 +19,7 @@ class analysis_state {
 public:
   static inline const char* name = "parent_analysis";
 
-  caf::behavior start(caf::stateful_actor<analysis_state>* self, context_ptr ctx, caf::actor worker, caf::actor llm);
+  caf::behavior start(caf::stateful_actor<analysis_state>* self, context_ptr ctx, caf::actor worker, llm_api llm);
 
 private:
   caf::result<parent_analysis> analyze(const analyze_parent& a);
@@ -31,7 +32,8 @@ private:
 
   caf::stateful_actor<analysis_state>* self_ = nullptr;
   context_ptr ctx_;
-  caf::actor worker_, llm_;
+  caf::actor worker_;
+  llm_api llm_;
   analyze_parent req_;
   parent_analysis out_;
   std::optional<kernel_profile> profile_;  ///< what the directions are asked from
@@ -42,6 +44,6 @@ private:
 /// Profiles a parent (through `worker`), asks the LLM for its bottleneck directions (or builds the
 /// synthetic one), replies analyze_parent -> parent_analysis and quits.
 caf::behavior parent_analysis_actor(caf::stateful_actor<analysis_state>* self, context_ptr ctx, caf::actor worker,
-                                    caf::actor llm);
+                                    llm_api llm);
 
 } // namespace kagent

@@ -29,13 +29,13 @@ std::pair<nlohmann::json, nlohmann::json> cause_and_fix(const std::optional<bott
 } // namespace
 
 caf::behavior candidate_actor(caf::stateful_actor<candidate_state>* self, context_ptr ctx, candidate_spec spec,
-                              int device_id, caf::actor worker, device_actor_type device, caf::actor llm) {
+                              int device_id, caf::actor worker, device_actor_type device, llm_api llm) {
   return self->state.start(self, std::move(ctx), std::move(spec), device_id, std::move(worker), std::move(device),
                            std::move(llm));
 }
 
 caf::behavior candidate_state::start(caf::stateful_actor<candidate_state>* self, context_ptr ctx, candidate_spec spec,
-                                     int device_id, caf::actor worker, device_actor_type device, caf::actor llm) {
+                                     int device_id, caf::actor worker, device_actor_type device, llm_api llm) {
   install_exception_handler(self, "candidate");
   self_ = self;
   ctx_ = std::move(ctx);
@@ -70,8 +70,8 @@ void candidate_state::read_spec(int device_id) {
 }
 
 // The direction: bottleneck `bottleneck_id` of the parent's analysis (the analyzer was asked for as
-// many as the strategy fans out, SPEC §14 B.83); the first one when it returned fewer; the synthetic
-// diagnosis when this device's session is synthetic and there is none.
+// many as the strategy fans out, SPEC §14 B.83); the first one when it returned fewer (a synthetic
+// session's gpu worker put its synthetic diagnosis there when the parent had none).
 void candidate_state::choose_direction() {
   const auto& bs = baseline_.bottlenecks;
   const size_t want = static_cast<size_t>(std::max(1, spec_.bottleneck_id)) - 1;
@@ -79,8 +79,6 @@ void candidate_state::choose_direction() {
     primary_ = bs[want];
   else if (!bs.empty())
     primary_ = bs[0];
-  else if (spec_.synthetic)
-    primary_ = synthetic_bottleneck(ctx_->cfg.bottleneck_override, "this device's profiler failed earlier in the run");
   if (!ctx_->cfg.bottleneck_override.empty() && primary_) primary_->category = ctx_->cfg.bottleneck_override;
   result_.bottleneck = primary_ ? primary_->category : "";
 }
@@ -135,12 +133,12 @@ void candidate_state::ask(const std::string& purpose, const std::string& prompt_
   const int max_tokens = purpose.rfind("refine", 0) == 0 ? 20000 : ctx_->cfg.llm.max_tokens;
   self_->request(llm_, caf::infinite, llm_request(purpose, conversation_, max_tokens, ctx_->cfg.high_reasoning_effort))
       .then([this, purpose, n](const completion& c) { on_reply(purpose, n, c); },
-            [this](caf::error& err) { finish(false, "llm", "llm_client unavailable: " + to_string(err)); });
+            [this](caf::error& err) { fail(failure_kind::llm, "llm_client unavailable: " + to_string(err)); });
 }
 
 void candidate_state::on_reply(const std::string& purpose, int n, const completion& c) {
   result_.llm_s += c.latency_s;
-  if (!c.ok) return finish(false, "llm", std::string(c.error_kind ? to_string(*c.error_kind) : "error") + ": " + c.error);
+  if (!c.ok) return fail(failure_kind::llm, std::string(c.error_kind ? to_string(*c.error_kind) : "error") + ": " + c.error);
   write(fmt::format("{}_{}_reply.txt", n, purpose), c.text);
   auto x = extract_kernel(c.text, 100, static_cast<size_t>(ctx_->cfg.max_kernel_bytes));
   if (!x.ok) {
@@ -152,7 +150,7 @@ void candidate_state::on_reply(const std::string& purpose, int n, const completi
       return ask(base, "Your reply could not be used: " + x.reason +
                            ". Reply with the complete kernel file in one ```python block that defines kernel_function.");
     }
-    return finish(false, "no_code", "the reply had no usable kernel: " + x.reason);
+    return fail(failure_kind::no_code, "the reply had no usable kernel: " + x.reason);
   }
   code_ = x.code;
   verify();
@@ -162,7 +160,7 @@ void candidate_state::verify() {
   write("kernel.py", code_);
   self_->request(device_, caf::infinite, evaluate{spec_.id, code_, device_mode::verify, spec_.work_dir})
       .then([this](const evaluation& e) { on_verified(e); },
-            [this](caf::error& err) { finish(false, "crash", "evaluator unavailable: " + to_string(err)); });
+            [this](caf::error& err) { fail(failure_kind::crash, "evaluator unavailable: " + to_string(err)); });
 }
 
 void candidate_state::on_verified(const evaluation& e) {
@@ -201,7 +199,7 @@ void candidate_state::fail_verification(const evaluation& e) {
   keep_attempt();
   // No reflexion after a failed verification (SPEC §14 B.111): there is no performance outcome to
   // reflect on; the failed attempt itself goes into the shared history.
-  finish(false, e.failure_cause.empty() ? "verification" : e.failure_cause,
+  fail(e.failure_cause.value_or(failure_kind::verification),
          fmt::format("Verification failed after {} refinement attempts:\n{}", refinements_, tail_text(e.error, 2000)));
 }
 
@@ -219,7 +217,7 @@ void candidate_state::benchmark_against(double best_now) {
   if (is_measured(best_now) && (!is_measured(bar) || best_now < bar)) bar = best_now;
   self_->request(device_, caf::infinite, evaluate{spec_.id, code_, device_mode::benchmark, spec_.work_dir, bar})
       .then([this](const evaluation& be) { on_benchmarked(be); },
-            [this](caf::error& err) { finish(false, "crash", "evaluator unavailable: " + to_string(err)); });
+            [this](caf::error& err) { fail(failure_kind::crash, "evaluator unavailable: " + to_string(err)); });
 }
 
 void candidate_state::on_benchmarked(const evaluation& be) {
@@ -228,7 +226,7 @@ void candidate_state::on_benchmarked(const evaluation& be) {
   if (!be.benchmarked) {
     attempt_["error_message"] = tail_text(be.error, 2000);
     keep_attempt();
-    return finish(false, be.failure_cause.empty() ? "benchmark" : be.failure_cause, be.error);
+    return fail(be.failure_cause.value_or(failure_kind::benchmark), be.error);
   }
   result_.time_ms = be.time_ms;
   result_.floor_pct = be.floor_pct;
@@ -248,8 +246,6 @@ void candidate_state::on_benchmarked(const evaluation& be) {
 // verified program and every candidate that asked before); a new kernel gets its SOL profile only
 // under `profile: every`. Otherwise the search profiles it when it expands it as a parent.
 void candidate_state::dedup(const std::string& code_hash) {
-  // Synthetic session: no profiler call at all on this device (SPEC §14 A.23).
-  if (spec_.synthetic) return reflect();
   if (code_hash.empty()) return profile_sol();
   self_->request(worker_, caf::infinite, dedup_query{spec_.id, code_hash})
       .then(
@@ -301,18 +297,27 @@ void candidate_state::reflect() {
             result_.llm_s += c.latency_s;
             if (c.ok) write(fmt::format("{}_reflexion_reply.txt", n), c.text);
             keep_reflexion(parse_reflexion_reply(c.ok ? c.text : "", attempt_));
-            finish(true, "", "");
+            succeed();
           },
           [this](caf::error&) {
             keep_reflexion(parse_reflexion_reply("", attempt_));
-            finish(true, "", "");
+            succeed();
           });
 }
 
-void candidate_state::finish(bool ok, const std::string& cause, const std::string& error) {
-  result_.ok = ok;
-  result_.failure_cause = ok ? "" : cause;
+void candidate_state::succeed() {
+  result_.ok = true;
+  end();
+}
+
+void candidate_state::fail(failure_kind cause, const std::string& error) {
+  result_.ok = false;
+  result_.failure_cause = cause;
   result_.error = error;
+  end();
+}
+
+void candidate_state::end() {
   if (result_.code.empty()) result_.code = code_;
   self_->send(worker_, result_);
   self_->quit();

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "actors/context.hpp"
+#include "actors/llm_client.hpp"
 #include "actors/device.hpp"
 #include "messages/messages.hpp"
 
@@ -21,7 +22,7 @@ public:
   static inline const char* name = "candidate";
 
   caf::behavior start(caf::stateful_actor<candidate_state>* self, context_ptr ctx, candidate_spec spec, int device_id,
-                      caf::actor worker, device_actor_type device, caf::actor llm);
+                      caf::actor worker, device_actor_type device, llm_api llm);
 
 private:
   // ---- set-up -------------------------------------------------------------------------------------
@@ -42,7 +43,9 @@ private:
   void profile_sol();
   void on_profile(const profile_result& pr);
   void reflect();
-  void finish(bool ok, const std::string& cause, const std::string& error);
+  void succeed();
+  void fail(failure_kind cause, const std::string& error);
+  void end();
   void fail_verification(const evaluation& e);
   // ---- helpers ------------------------------------------------------------------------------------
   complete llm_request(const std::string& purpose, const std::vector<chat_message>& messages, int max_tokens,
@@ -54,7 +57,8 @@ private:
 
   caf::stateful_actor<candidate_state>* self_ = nullptr;
   context_ptr ctx_;
-  caf::actor worker_, llm_;
+  caf::actor worker_;
+  llm_api llm_;
   device_actor_type device_;
   candidate_spec spec_;
   candidate_result result_;
@@ -72,6 +76,6 @@ private:
 
 /// One in-flight candidate pipeline; sends its candidate_result to `worker` and quits.
 caf::behavior candidate_actor(caf::stateful_actor<candidate_state>* self, context_ptr ctx, candidate_spec spec,
-                              int device_id, caf::actor worker, device_actor_type device, caf::actor llm);
+                              int device_id, caf::actor worker, device_actor_type device, llm_api llm);
 
 } // namespace kagent

@@ -57,14 +57,14 @@ evaluation to_message(const device_result& r) {
   e.candidate_id = r.candidate_id;
   e.verified = r.verified;
   e.benchmarked = r.benchmarked;
-  e.time_ms = r.time_ms >= 0 ? r.time_ms : not_measured;
+  e.time_ms = r.time_ms;
   e.time_spread_pct = r.time_spread_pct;
-  e.eager_ms = r.eager_ms >= 0 ? r.eager_ms : not_measured;
-  e.compile_ms = r.compile_ms >= 0 ? r.compile_ms : not_measured;
+  e.eager_ms = r.eager_ms;
+  e.compile_ms = r.compile_ms;
   e.error = r.error;
   e.failure_cause = r.failure_cause;
   e.code_hash = r.code_hash;
-  e.floor_pct = r.floor_pct >= 0 ? r.floor_pct : not_measured;
+  e.floor_pct = r.floor_pct;
   e.stdout_tail = r.stdout_tail;
   e.stderr_tail = r.stderr_tail;
   e.wall_s = r.wall_s;
@@ -139,7 +139,7 @@ evaluation device_state::run_evaluation(const evaluate& req) {
     if (scope && should_give_up()) {
       evaluation e;
       e.candidate_id = req.candidate_id;
-      e.failure_cause = "timeout";
+      e.failure_cause = failure_kind::timeout;
       e.error = "cancelled before it reached the device";
       return e;
     }
@@ -156,7 +156,7 @@ evaluation device_state::run_evaluation(const evaluate& req) {
   } catch (const std::exception& ex) {
     evaluation e;
     e.candidate_id = req.candidate_id;
-    e.failure_cause = "harness";
+    e.failure_cause = failure_kind::harness;
     e.error = std::string{"evaluator: "} + ex.what();
     return e;
   }
@@ -165,9 +165,9 @@ evaluation device_state::run_evaluation(const evaluate& req) {
 profile_result device_state::run_profile(const profile& p) {
   profile_result r;
   r.candidate_id = p.candidate_id;
-  r.label = p.label;
-  r.platform = ctx_->cfg.platform.profiler;
-  r.available = has_profiler(r.platform);
+  r.profile.label = p.label;
+  r.profile.platform = ctx_->cfg.platform.profiler;
+  r.available = has_profiler(r.profile.platform);
   if (!r.available) return r;  // cpu, noop: nothing to profile with
   kernel_profile_outcome o;
   // A candidate whose deadline passed (cancel_work) has its profiler killed and none started.
@@ -184,7 +184,9 @@ profile_result device_state::run_profile(const profile& p) {
   r.ok = o.ok;
   r.wall_s = o.wall_s;
   if (o.ok) {
-    r.profile = {o.kernel_name, r.platform, p.label, std::move(o.metrics), std::move(o.roofline)};
+    r.profile.kernel_name = o.kernel_name;
+    r.profile.metrics = std::move(o.metrics);
+    r.profile.roofline = std::move(o.roofline);
     return r;
   }
   r.error = o.error;

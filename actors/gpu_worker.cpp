@@ -16,12 +16,12 @@ using deadline_atom = caf::atom_constant<caf::atom("deadline")>;
 } // namespace
 
 caf::behavior gpu_worker_actor(caf::stateful_actor<gpu_worker_state>* self, context_ptr ctx, int /*worker_index*/,
-                               int device_id, caf::actor llm, caf::actor manager) {
+                               int device_id, llm_api llm, caf::actor manager) {
   return self->state.start(self, std::move(ctx), device_id, std::move(llm), std::move(manager));
 }
 
 caf::behavior gpu_worker_state::start(caf::stateful_actor<gpu_worker_state>* self, context_ptr ctx, int device_id,
-                                      caf::actor llm, caf::actor manager) {
+                                      llm_api llm, caf::actor manager) {
   install_exception_handler(self, "gpu_worker");
   self_ = self;
   ctx_ = std::move(ctx);
@@ -44,10 +44,10 @@ caf::behavior gpu_worker_state::start(caf::stateful_actor<gpu_worker_state>* sel
       // From one of our candidates: only the manager knows every program of the run.
       [this](const dedup_query& q) { return self_->delegate(manager_, q); },
       [this](best_atom) { return self_->delegate(manager_, best_atom::value); },
-      [this](mode_atom, const std::string& mode) {
-        // From the manager (supervision, or a resumed run): this device's session switches mode for
-        // the rest of the run.
-        if (mode == "synthetic") go_synthetic("requested by the run");
+      [this](mode_atom, analysis_mode mode) {
+        // From the manager (a resumed run whose device was synthetic before): this device's session
+        // switches mode for the rest of the run.
+        if (mode == analysis_mode::synthetic) go_synthetic("requested by the run");
       },
       [this](const candidate_result& r) { on_candidate_result(r); },
   };
@@ -57,7 +57,14 @@ caf::result<candidate_result> gpu_worker_state::run_candidate(const candidate_sp
   if (fault_requested(*ctx_, "gpu_worker_throw", in.id))
     throw std::runtime_error("injected fault: gpu_worker_throw:" + in.id);
   auto spec = in;
-  spec.synthetic = spec.synthetic || synthetic_;
+  // A synthetic session runs no profiler, so a parent without an analysis gets the synthetic
+  // diagnosis here, where the mode is known.
+  if (synthetic_ && (!spec.baseline || spec.baseline->bottlenecks.empty())) {
+    if (!spec.baseline) spec.baseline.emplace();
+    spec.baseline->source = "synthetic";
+    spec.baseline->bottlenecks = {synthetic_bottleneck(ctx_->cfg.bottleneck_override,
+                                                       "this device's profiler failed earlier in the run")};
+  }
   auto rp = self_->make_response_promise<candidate_result>();
   auto c = self_->spawn<caf::monitored>(candidate_actor, ctx_, spec, device_id_, caf::actor{self_}, device_, llm_);
   running_.emplace(c.address(), std::make_pair(spec.id, rp));
@@ -87,7 +94,7 @@ void gpu_worker_state::on_deadline(const std::string& id) {
   // device is free for the next candidate at once.
   cancel_work(id);
   self_->send_exit(c, caf::exit_reason::kill);
-  rp.deliver(ended(spec, "timeout", fmt::format("candidate exceeded candidate_timeout_s={}", ctx_->cfg.candidate_timeout_s)));
+  rp.deliver(ended(spec, failure_kind::timeout, fmt::format("candidate exceeded candidate_timeout_s={}", ctx_->cfg.candidate_timeout_s)));
 }
 
 void gpu_worker_state::on_candidate_down(const caf::down_msg& dm) {
@@ -97,7 +104,7 @@ void gpu_worker_state::on_candidate_down(const caf::down_msg& dm) {
   running_.erase(it);
   handles_.erase(id);
   if (!dm.reason) return;  // a normal exit already delivered its result
-  rp.deliver(ended(specs_[id], "actor_down", "candidate actor failed: " + to_string(dm.reason)));
+  rp.deliver(ended(specs_[id], failure_kind::actor_down, "candidate actor failed: " + to_string(dm.reason)));
   specs_.erase(id);
 }
 
@@ -142,8 +149,8 @@ void gpu_worker_state::next_profile() {
     if (synthetic_ && has_profiler(ctx_->cfg.platform.profiler)) {
       profile_result r;
       r.candidate_id = p.candidate_id;
-      r.label = p.label;
-      r.platform = ctx_->cfg.platform.profiler;
+      r.profile.label = p.label;
+      r.profile.platform = ctx_->cfg.platform.profiler;
       r.available = true;
       r.synthetic = true;
       r.error = fmt::format("synthetic mode: profiling is off on GPU {} for the rest of the run ({})", device_id_,
@@ -174,10 +181,10 @@ void gpu_worker_state::next_profile() {
 // because its candidate timed out is no failure of the profiler.
 void gpu_worker_state::on_profiled(const profile& p, const profile_result& r) {
   if (!r.available || r.ok || r.abandoned || r.synthetic) return;
-  const bool turns = r.platform == "rocm" && !synthetic_;
+  const bool turns = r.profile.platform == "rocm" && !synthetic_;
   if (turns) go_synthetic("after '" + r.error + "' in the " + r.invocation);
   self_->send(manager_,
-              profiling_failed{device_id_, p.candidate_id, r.platform, r.invocation, r.error, r.output_tail, turns});
+              profiling_failed{device_id_, p.candidate_id, r.profile.platform, r.invocation, r.error, r.output_tail, turns});
 }
 
 void gpu_worker_state::go_synthetic(const std::string& reason) {
@@ -186,7 +193,7 @@ void gpu_worker_state::go_synthetic(const std::string& reason) {
   synthetic_reason_ = reason;
 }
 
-candidate_result gpu_worker_state::ended(const candidate_spec& spec, const std::string& cause,
+candidate_result gpu_worker_state::ended(const candidate_spec& spec, failure_kind cause,
                                          const std::string& error) const {
   candidate_result r;
   r.candidate_id = spec.id;

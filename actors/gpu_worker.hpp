@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "actors/context.hpp"
+#include "actors/llm_client.hpp"
 #include "actors/device.hpp"
 #include "messages/messages.hpp"
 
@@ -21,7 +22,7 @@ class gpu_worker_state {
 public:
   static inline const char* name = "gpu_worker";
 
-  caf::behavior start(caf::stateful_actor<gpu_worker_state>* self, context_ptr ctx, int device_id, caf::actor llm,
+  caf::behavior start(caf::stateful_actor<gpu_worker_state>* self, context_ptr ctx, int device_id, llm_api llm,
                       caf::actor manager);
 
 private:
@@ -35,12 +36,13 @@ private:
   void on_profiled(const profile& p, const profile_result& r);
   void go_synthetic(const std::string& reason);
   /// A result for a candidate that ended without one (timed out, or its actor died).
-  candidate_result ended(const candidate_spec& spec, const std::string& cause, const std::string& error) const;
+  candidate_result ended(const candidate_spec& spec, failure_kind cause, const std::string& error) const;
 
   caf::stateful_actor<gpu_worker_state>* self_ = nullptr;
   context_ptr ctx_;
   int device_id_ = 0;
-  caf::actor llm_, manager_;
+  llm_api llm_;
+  caf::actor manager_;
   device_actor_type device_;
   std::map<caf::actor_addr, std::pair<std::string, caf::response_promise>> running_;  ///< candidate -> (id, promise)
   std::map<std::string, caf::actor> handles_;  ///< candidate id -> its actor, while it runs
@@ -55,6 +57,6 @@ private:
 
 /// One per device. Answers candidate_spec with candidate_result.
 caf::behavior gpu_worker_actor(caf::stateful_actor<gpu_worker_state>* self, context_ptr ctx, int worker_index,
-                               int device_id, caf::actor llm, caf::actor manager);
+                               int device_id, llm_api llm, caf::actor manager);
 
 } // namespace kagent

@@ -14,8 +14,6 @@ namespace kagent {
 
 namespace {
 
-using retry_atom = caf::atom_constant<caf::atom("retry")>;
-
 llm_request to_request(const complete& c) {
   llm_request r;
   r.purpose = c.purpose;
@@ -38,8 +36,8 @@ completion failed(const std::string& request_id, llm_error_kind kind, const std:
 
 } // namespace
 
-llm_call_type::behavior_type llm_call_actor(llm_call_type::pointer self, std::shared_ptr<llm_provider> provider,
-                                            size_t max_reply_bytes) {
+llm_api::behavior_type llm_call_actor(llm_api::pointer self, std::shared_ptr<llm_provider> provider,
+                                      size_t max_reply_bytes) {
   return {[=](const complete& c) -> completion {
     completion out;
     out.request_id = c.request_id;
@@ -86,13 +84,13 @@ llm_call_type::behavior_type llm_call_actor(llm_call_type::pointer self, std::sh
   }};
 }
 
-caf::behavior llm_client_actor(caf::stateful_actor<llm_client_state>* self, context_ptr ctx, caf::actor manager,
-                               caf::actor reporter) {
+llm_client_type::behavior_type llm_client_actor(llm_client_type::stateful_pointer<llm_client_state> self,
+                                                context_ptr ctx, caf::actor manager, caf::actor reporter) {
   return self->state.start(self, std::move(ctx), std::move(manager), std::move(reporter));
 }
 
-caf::behavior llm_client_state::start(caf::stateful_actor<llm_client_state>* self, context_ptr ctx, caf::actor manager,
-                                      caf::actor reporter) {
+llm_client_type::behavior_type llm_client_state::start(llm_client_type::stateful_pointer<llm_client_state> self,
+                                                       context_ptr ctx, caf::actor manager, caf::actor reporter) {
   install_exception_handler(self, "llm_client");
   self_ = self;
   ctx_ = std::move(ctx);
@@ -223,7 +221,7 @@ void llm_client_state::on_failed_attempt(const call_ptr& pc, completion& c) {
     ledger_->record_failure(pc->req.purpose, pc->req.model);
     return settle(pc, c);
   }
-  self_->send(reporter_, run_event{event_kind::llm_retry, {{"candidate_id", pc->req.candidate_id},
+  caf::anon_send(reporter_, run_event{event_kind::llm_retry, {{"candidate_id", pc->req.candidate_id},
                                                            {"purpose", pc->req.purpose},
                                                            {"reason", d.reason}}});
   self_->delayed_send(self_, std::chrono::milliseconds(static_cast<long>(d.delay_s * 1000)), retry_atom::value,
@@ -263,7 +261,7 @@ void llm_client_state::account(const pending_call& pc, const completion& c) {
   if (!c.ok && c.error_kind) rec.error_kind = to_string(*c.error_kind);
   rec.candidate_id = pc.req.candidate_id;
   rec.latency_ms = c.latency_s * 1000.0;
-  self_->send(manager_, rec);
+  caf::anon_send(manager_, rec);
   nlohmann::json j{{"purpose", rec.purpose}, {"model", rec.model}, {"provider", c.provider},
                    {"tokens_in", c.input_tokens}, {"tokens_out", c.output_tokens}, {"cost_usd", c.cost_usd},
                    {"attempts", c.attempts}, {"ok", c.ok}, {"error_kind", c.error_kind ? to_string(*c.error_kind) : ""},
@@ -271,7 +269,7 @@ void llm_client_state::account(const pending_call& pc, const completion& c) {
                    {"run_totals", {{"cost_usd", ledger_->total_cost()},
                                    {"tokens_in", ledger_->total().input_tokens},
                                    {"tokens_out", ledger_->total().output_tokens}}}};
-  self_->send(reporter_, run_event{event_kind::llm_call, std::move(j)});
+  caf::anon_send(reporter_, run_event{event_kind::llm_call, std::move(j)});
 }
 
 } // namespace kagent

@@ -16,12 +16,23 @@
 
 namespace kagent {
 
+/// What a caller of the LLM sees: complete -> completion. The llm_client answers it (admission,
+/// retries, accounting), and so does each one-shot llm_call actor the client spawns per attempt.
+using llm_api = caf::typed_actor<caf::replies_to<complete>::with<completion>>;
+
+/// A call's backoff ran out: it is admitted again (the client's own timer).
+using retry_atom = caf::atom_constant<caf::atom("retry")>;
+
+/// The llm_client's whole protocol: the callers' one message and its own timers (the rate limiter's
+/// next slot, a call's backoff).
+using llm_client_type = llm_api::extend<caf::reacts_to<tick_atom>, caf::reacts_to<retry_atom, std::string>>;
+
 class llm_client_state {
 public:
   static inline const char* name = "llm_client";
 
-  caf::behavior start(caf::stateful_actor<llm_client_state>* self, context_ptr ctx, caf::actor manager,
-                      caf::actor reporter);
+  llm_client_type::behavior_type start(llm_client_type::stateful_pointer<llm_client_state> self, context_ptr ctx,
+                                       caf::actor manager, caf::actor reporter);
 
 private:
   struct pending_call {
@@ -43,7 +54,7 @@ private:
   void account(const pending_call& pc, const completion& c);
   void settle(const call_ptr& pc, const completion& c);
 
-  caf::stateful_actor<llm_client_state>* self_ = nullptr;
+  llm_client_type::stateful_pointer<llm_client_state> self_ = nullptr;
   context_ptr ctx_;
   caf::actor manager_, reporter_;
   std::shared_ptr<llm_provider> provider_;
@@ -57,15 +68,12 @@ private:
 
 /// Concurrency cap, rate limits, retries with backoff, usage accounting. complete -> completion.
 /// Usage of every call goes to `manager` as a store::llm_call_record and to `reporter` as a run_event.
-caf::behavior llm_client_actor(caf::stateful_actor<llm_client_state>* self, context_ptr ctx, caf::actor manager,
-                               caf::actor reporter);
-
-/// The one-shot call actor's fixed protocol.
-using llm_call_type = caf::typed_actor<caf::replies_to<complete>::with<completion>>;
+llm_client_type::behavior_type llm_client_actor(llm_client_type::stateful_pointer<llm_client_state> self,
+                                                context_ptr ctx, caf::actor manager, caf::actor reporter);
 
 /// One HTTP attempt (or one replayed reply) through `provider`, on its own thread: complete ->
 /// completion, then it quits. Its wait gives up when the call's candidate times out (cancel_work).
-llm_call_type::behavior_type llm_call_actor(llm_call_type::pointer self, std::shared_ptr<llm_provider> provider,
-                                            size_t max_reply_bytes);
+llm_api::behavior_type llm_call_actor(llm_api::pointer self, std::shared_ptr<llm_provider> provider,
+                                      size_t max_reply_bytes);
 
 } // namespace kagent

@@ -32,7 +32,7 @@ std::chrono::milliseconds seconds_ms(double s) { return std::chrono::millisecond
 } // namespace
 
 gpu_worker_factory real_gpu_workers(context_ptr ctx) {
-  return [ctx](caf::event_based_actor* manager, int worker_index, int device_id, caf::actor llm) {
+  return [ctx](caf::event_based_actor* manager, int worker_index, int device_id, llm_api llm) {
     return manager->spawn(gpu_worker_actor, ctx, worker_index, device_id, llm, caf::actor{manager});
   };
 }
@@ -69,7 +69,7 @@ caf::behavior manager_state::start(caf::stateful_actor<manager_state>* self, con
   }
   reporter_ = self->spawn<caf::linked>(reporter_actor, ctx_);
   llm_ = self->spawn<caf::linked>(llm_client_actor, ctx_, caf::actor{self}, reporter_);
-  for (int id : ctx_->device_ids) workers_.push_back({caf::actor{}, id, 0, 0, false, ""});
+  for (int id : ctx_->device_ids) workers_.push_back({caf::actor{}, id, 0, 0, analysis_mode::profiled, ""});
   if (ctx_->cfg.num_workers_auto)
     meter_.emplace(search::concurrency_limits{static_cast<int>(std::max<size_t>(1, workers_.size())), slots_,
                                               search::auto_pipeline_cap});
@@ -147,7 +147,7 @@ void manager_state::on_initial(const evaluation& e, const fs::path& work_dir) {
   u.code_hash = e.code_hash.empty() ? store::sha256_hex(ctx_->input_code) : e.code_hash;
   if (!e.verified || !e.benchmarked) {
     u.status = store::program_status::failed;
-    u.failure_cause = e.failure_cause.empty() ? "verification" : e.failure_cause;
+    u.failure_cause = to_string(e.failure_cause.value_or(failure_kind::verification));
     u.error = e.error;
     db_->update_program("initial", u);
     const auto log = work_dir / "evaluate.log";
@@ -157,13 +157,13 @@ void manager_state::on_initial(const evaluation& e, const fs::path& work_dir) {
                                         e.stdout_tail + "\n");
     } catch (const std::exception&) {
     }
-    const bool problem = e.failure_cause == store::failure_cause::problem;
+    const bool problem = e.failure_cause == failure_kind::problem;
     emit(event_kind::error, {{"what", problem ? "the kernel directory's problem.py failed" : "initial kernel failed verification"},
                    {"error", e.error.substr(0, 2000)}});
     if (problem)
       return finish(false, "The kernel directory is at fault, not the kernel: " + e.error.substr(0, 600) +
                                " (traceback in " + log.string() + ")");
-    if (e.failure_cause == store::failure_cause::user_test)
+    if (e.failure_cause == failure_kind::user_test)
       return finish(false, "The starting kernel fails the kernel directory's own test: " + e.error.substr(0, 2000));
     if (e.verified) return finish(false, "Initial kernel could not be timed: " + e.error.substr(0, 300));
     return finish(false, "Initial kernel failed correctness verification: " + e.error.substr(0, 300));
@@ -172,7 +172,7 @@ void manager_state::on_initial(const evaluation& e, const fs::path& work_dir) {
   initial_ = e.time_ms;
   u.status = store::program_status::verified;
   u.time_ms = e.time_ms;
-  if (e.floor_pct >= 0) u.floor_pct = e.floor_pct;
+  u.floor_pct = measured_or_none(e.floor_pct);
   db_->update_program("initial", u);
   db_->set_state_json(store::state_key::eager_ms, num_or_null(eager_));
   db_->set_state_json(store::state_key::compile_ms, num_or_null(compile_));
@@ -180,7 +180,7 @@ void manager_state::on_initial(const evaluation& e, const fs::path& work_dir) {
   emit(event_kind::initial, {{"initial_ms", num_or_null(initial_)}, {"eager_ms", num_or_null(eager_)},
                    {"compile_ms", num_or_null(compile_)}, {"best_ms", num_or_null(initial_)},
                    {"device_s", e.wall_s}});
-  ledger_->start({"initial", "", ctx_->input_code, is_measured(e.time_ms) ? e.time_ms : -1, 0, *u.code_hash});
+  ledger_->start({"initial", "", ctx_->input_code, e.time_ms, 0, *u.code_hash});
   begin_search();
 }
 
@@ -199,14 +199,14 @@ void manager_state::resume() {
   eager_ = stored.eager_ms;
   compile_ = stored.compile_ms;
   prior_sessions_ = stored.sessions;
-  initial_ = init->time_ms.value_or(-1);
+  initial_ = measured_or_not(init->time_ms);
   analysis_ = std::move(stored.analyses);
   profiles_ = std::move(stored.profiles);
   for (auto& w : workers_)
     if (stored.synthetic_devices.count(w.device_id)) {
-      w.synthetic = true;
+      w.mode = analysis_mode::synthetic;
       w.synthetic_reason = "synthetic before the resume";
-      self_->send(w.actor, mode_atom::value, std::string{"synthetic"});
+      self_->send(w.actor, mode_atom::value, analysis_mode::synthetic);
     }
   const int round_done = stored.round_done;
   const auto plan = ledger_->resume(db_->list_programs(), stored.plans, round_done, stored.diverged, default_model_);
@@ -435,7 +435,7 @@ void manager_state::dispatch(candidate_spec spec) {
               res.parent_id = spec.parent_id;
               res.round = spec.round;
               res.model = spec.model;
-              res.failure_cause = "timeout";
+              res.failure_cause = failure_kind::timeout;
               res.error = fmt::format("candidate exceeded candidate_timeout_s={}", ctx_->cfg.candidate_timeout_s);
               on_result(res);
             });
@@ -445,7 +445,7 @@ void manager_state::dispatch(candidate_spec spec) {
 // starting kernel's.
 double manager_state::best_ms_now() const {
   auto b = ledger_->best();
-  return b && b->time_ms >= 0 ? b->time_ms : initial_ > 0 ? initial_ : not_measured;
+  return b && is_measured(b->time_ms) ? b->time_ms : initial_ > 0 ? initial_ : not_measured;
 }
 
 // ---- results ---------------------------------------------------------------------------------------
@@ -491,18 +491,18 @@ void manager_state::commit_result(const candidate_result& res, const candidate_s
   u.code = res.code;
   u.model = res.model.empty() ? spec.model : res.model;
   if (!res.bottleneck.empty()) u.bottleneck = res.bottleneck;
-  u.analysis_mode = w.synthetic ? "synthetic" : "profiled";
+  u.analysis_mode = to_string(w.mode);
   u.code_hash = j.code_hash;
   if (j.ok) {
     u.status = store::program_status::verified;
     u.time_ms = res.time_ms;
-    if (res.floor_pct >= 0) u.floor_pct = res.floor_pct;
+    u.floor_pct = measured_or_none(res.floor_pct);
     if (initial_ > 0) u.speedup = initial_ / res.time_ms;
   } else {
     u.status = store::program_status::failed;
-    u.failure_cause = j.failure_cause;
+    u.failure_cause = to_string(j.failure_cause.value_or(failure_kind::unknown));
     u.error = j.error;
-    if (j.failure_cause == store::failure_cause::duplicate && is_measured(res.time_ms)) u.time_ms = res.time_ms;
+    if (j.failure_cause == failure_kind::duplicate && is_measured(res.time_ms)) u.time_ms = res.time_ms;
   }
   if (j.ok && res.profile && res.profile->roofline) {
     const auto& rl = *res.profile->roofline;
@@ -536,7 +536,7 @@ void manager_state::emit_result(const candidate_result& res, const candidate_spe
   emit(event_kind::candidate_result,
        {{"candidate_id", res.candidate_id}, {"parent_id", res.parent_id}, {"round", spec.round},
         {"gpu_id", w.device_id}, {"ok", j.ok}, {"time_ms", j.ok ? nlohmann::json(res.time_ms) : nlohmann::json(nullptr)},
-        {"failure_cause", j.ok ? "" : j.failure_cause}, {"error", j.ok ? "" : j.error.substr(0, 500)},
+        {"failure_cause", j.ok ? "" : to_string(j.failure_cause.value_or(failure_kind::unknown))}, {"error", j.ok ? "" : j.error.substr(0, 500)},
         {"best_ms", num_or_null(j.best_ms)}, {"new_best", j.new_best}, {"device_s", res.device_s},
         {"user_test_s", res.user_test_s},
         {"llm_s", res.llm_s}, {"diverged", j.diverged},
@@ -587,7 +587,7 @@ void manager_state::spawn_worker(size_t k) {
   auto& w = workers_[k];
   w.actor = make_worker_(self_, static_cast<int>(k), w.device_id, llm_);
   self_->monitor(w.actor);
-  if (w.synthetic) self_->send(w.actor, mode_atom::value, std::string{"synthetic"});
+  if (w.mode == analysis_mode::synthetic) self_->send(w.actor, mode_atom::value, analysis_mode::synthetic);
 }
 
 // A gpu worker died: its in-flight candidates are recorded as `actor_down` after a fresh worker took
@@ -606,7 +606,7 @@ void manager_state::on_worker_down(const caf::down_msg& dm) {
       r.round = c.spec.round;
       r.gpu_id = workers_[k].device_id;
       r.model = c.spec.model;
-      r.failure_cause = "actor_down";
+      r.failure_cause = failure_kind::actor_down;
       r.error = "gpu worker failed: " + to_string(dm.reason);
       lost.push_back(r);
     }
@@ -628,8 +628,8 @@ void manager_state::on_profiling_failed(const profiling_failed& pf) {
                             {"output_tail", pf.output_tail.substr(0, 2000)}});
   if (!pf.turned_synthetic) return;
   for (auto& w : workers_) {
-    if (w.device_id != pf.gpu_id || w.synthetic) continue;
-    w.synthetic = true;
+    if (w.device_id != pf.gpu_id || w.mode == analysis_mode::synthetic) continue;
+    w.mode = analysis_mode::synthetic;
     w.synthetic_reason = pf.invocation.empty() ? pf.reason : pf.invocation + ": " + pf.reason;
     nlohmann::json change{{"gpu_id", w.device_id}, {"mode", "synthetic"}, {"reason", w.synthetic_reason.substr(0, 500)},
                           {"invocation", pf.invocation}, {"candidate_id", pf.candidate_id}};
@@ -676,7 +676,7 @@ bool manager_state::profile_kernel(const program_entry& k, const std::string& la
                                    std::function<void(const std::optional<kernel_profile>&)> then) {
   const std::string pp = ctx_->cfg.platform.profiler;
   if (ctx_->cfg.profile == "never" || (pp != "nvidia" && pp != "rocm")) return false;
-  auto w = std::find_if(workers_.begin(), workers_.end(), [](const worker_slot& s) { return !s.synthetic; });
+  auto w = std::find_if(workers_.begin(), workers_.end(), [](const worker_slot& s) { return s.mode != analysis_mode::synthetic; });
   if (w == workers_.end()) return false;
   profile p;
   p.candidate_id = k.id;
@@ -769,7 +769,7 @@ void manager_state::finish_now(bool success, const std::string& error) {
   }
   if (stop_requested_) sum.early_stop_reason = stop_reason_;
   for (const auto& w : workers_)
-    if (w.synthetic) sum.synthetic_devices.push_back({{"gpu_id", w.device_id}, {"reason", w.synthetic_reason}});
+    if (w.mode == analysis_mode::synthetic) sum.synthetic_devices.push_back({{"gpu_id", w.device_id}, {"reason", w.synthetic_reason}});
   sum.profiling_failures = profiling_failures_;
   sum.mode_changes = mode_changes_;
   const auto s = sum.to_json();
@@ -782,20 +782,19 @@ void manager_state::finish_now(bool success, const std::string& error) {
   emit(event_kind::run_end, {{"success", s["success"]}, {"best_ms", s["best_ms"]}, {"error", sum.error},
                    {"run_state", s["run_state"]}});
   const int code = interrupted_by_ != 0 ? 130 : sum.success ? 0 : 1;
-  const auto text = s.dump();
-  self_->request(reporter_, std::chrono::seconds(60), finish_atom::value, text)
-      .then([this, code, text](caf::unit_t) { shut_down(code, text); },
-            [this, code, text](caf::error&) { shut_down(code, text); });
+  run_finished end{code, s};
+  self_->request(reporter_, std::chrono::seconds(60), end)
+      .then([this, end](caf::unit_t) { shut_down(end); }, [this, end](caf::error&) { shut_down(end); });
 }
 
 // A normal exit does not take linked or monitored actors with it in CAF 0.17: every child is shut down
 // explicitly, or the actor system would wait for them forever.
-void manager_state::shut_down(int code, const std::string& summary) {
+void manager_state::shut_down(const run_finished& end) {
   for (auto& [pid, a] : analysts_) self_->send_exit(a, caf::exit_reason::user_shutdown);
   for (auto& w : workers_) self_->send_exit(w.actor, caf::exit_reason::user_shutdown);
   self_->send_exit(llm_, caf::exit_reason::user_shutdown);
   self_->send_exit(reporter_, caf::exit_reason::user_shutdown);
-  self_->send(waiter_, finish_atom::value, code, summary);
+  self_->send(waiter_, end);
   self_->quit();
 }
 
@@ -825,7 +824,7 @@ void manager_state::save_session() {
 
 void manager_state::save_modes() {
   nlohmann::json m = nlohmann::json::object();
-  for (const auto& w : workers_) m[std::to_string(w.device_id)] = w.synthetic ? "synthetic" : "profiled";
+  for (const auto& w : workers_) m[std::to_string(w.device_id)] = to_string(w.mode);
   db_->set_state_json(store::state_key::analysis_mode, m);
 }
 

@@ -20,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "actors/context.hpp"
+#include "actors/llm_client.hpp"
 #include "messages/messages.hpp"
 #include "platform/profile_core/roofline.hpp"
 #include "platform/search/concurrency.hpp"
@@ -32,7 +33,7 @@ namespace kagent {
 /// Spawns the gpu worker of one device for the manager (which monitors it). The run spawns
 /// gpu_worker_actor; the manager's protocol test spawns a scripted fake instead.
 using gpu_worker_factory = std::function<caf::actor(caf::event_based_actor* manager, int worker_index, int device_id,
-                                                    caf::actor llm)>;
+                                                    llm_api llm)>;
 
 /// The gpu workers of a real run: gpu_worker_actor, one per device.
 gpu_worker_factory real_gpu_workers(context_ptr ctx);
@@ -50,7 +51,7 @@ private:
     int device_id = 0;
     int inflight = 0;
     int restarts = 0;
-    bool synthetic = false;
+    analysis_mode mode = analysis_mode::profiled;  ///< as its gpu worker reported it (the worker decides)
     std::string synthetic_reason;
   };
   struct inflight_candidate {
@@ -97,7 +98,7 @@ private:
                       std::function<void(const std::optional<kernel_profile>&)> then);
   void finish(bool success, const std::string& error);
   void finish_now(bool success, const std::string& error);
-  void shut_down(int code, const std::string& summary);
+  void shut_down(const run_finished& end);
   // ---- bookkeeping --------------------------------------------------------------------------------
   void emit(event_kind kind, nlohmann::json payload);
   nlohmann::json all_sessions() const;
@@ -113,7 +114,8 @@ private:
   std::unique_ptr<store::program_db> db_;
   std::unique_ptr<search::ledger> ledger_;           ///< the search's rules: plans, verdicts, rounds, resume
   std::unique_ptr<roofline_analyzer> stop_rule_;     ///< run-level roofline stop check (new bests only)
-  caf::actor reporter_, llm_;
+  caf::actor reporter_;
+  llm_client_type llm_;
   std::vector<worker_slot> workers_;
   std::deque<candidate_spec> queue_;                 ///< planned, waiting for a slot or an analysis
   std::map<std::string, inflight_candidate> inflight_;
@@ -125,7 +127,7 @@ private:
   std::map<std::string, double> spreads_;            ///< candidate -> IQR of its timed calls / median, in %
   std::string default_model_;
   int slots_ = 1;
-  double eager_ = -1, compile_ = -1, initial_ = -1;
+  double eager_ = not_measured, compile_ = not_measured, initial_ = not_measured;
   bool finished_ = false;
   int interrupted_by_ = 0;  ///< the signal that interrupted the run (0: none)
   bool resumed_ = false;
@@ -143,7 +145,7 @@ private:
   std::string session_started_ = store::iso_utc_now();
 };
 
-/// Root supervisor of a run. Replies to `waiter` with (finish_atom, exit_code, summary_json) at the end.
+/// Root supervisor of a run. Sends `waiter` a run_finished (exit code, summary.json's document) at the end.
 caf::behavior manager_actor(caf::stateful_actor<manager_state>* self, context_ptr ctx, caf::actor waiter,
                             gpu_worker_factory workers);
 

@@ -82,8 +82,8 @@ caf::behavior reporter_state::start(caf::stateful_actor<reporter_state>* self, c
   return {
       [this](const run_event& e) { on_event(e); },
       [this](redraw_atom) { on_redraw(); },
-      [this](finish_atom, const std::string& summary_json) {
-        on_finish(summary_json);
+      [this](const run_finished& end) {
+        on_finish(end.summary);
         return caf::unit;
       },
   };
@@ -139,13 +139,12 @@ void reporter_state::on_redraw() {
   self_->delayed_send(self_, redraw_interval, redraw_atom::value);
 }
 
-void reporter_state::on_finish(const std::string& summary_json) {
+void reporter_state::on_finish(nlohmann::json summary) {
   finished_ = true;
   if (tty_) {
     clear_line();
     std::cerr << report::format_progress_line(progress_, now_s(), terminal_columns()) << "\n" << std::flush;
   }
-  nlohmann::json summary = nlohmann::json::parse(summary_json, nullptr, false);
   if (!summary.is_object()) summary = nlohmann::json::object();
   // Devices the run switched to synthetic analysis, as the events told them, when the summary does not
   // say.

@@ -32,7 +32,7 @@ private:
   void show(const std::string& type, const nlohmann::json& payload, double t);
   void refresh_report(const std::string& type, double t);
   void on_redraw();
-  void on_finish(const std::string& summary_json);
+  void on_finish(nlohmann::json summary);
   void redraw();
   void clear_line();
   double now_s() const { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count(); }

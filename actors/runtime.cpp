@@ -273,10 +273,10 @@ void drive_manager(caf::actor_system& sys, context_ptr ctx, run_outcome& out) {
   };
   while (!done) {
     waiter->receive(
-        [&](finish_atom, int code, const std::string& summary) {
-          out.exit_code = code;
-          out.summary = nlohmann::json::parse(summary);
-          if (code != 0) out.error = out.summary.value("error", "run failed");
+        [&](const run_finished& end) {
+          out.exit_code = end.exit_code;
+          out.summary = end.summary;
+          if (end.exit_code != 0) out.error = out.summary.value("error", "run failed");
           done = true;
         },
         [&](const caf::down_msg& dm) {

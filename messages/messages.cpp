@@ -50,6 +50,7 @@ void register_messages(caf::actor_system_config& cfg) {
   cfg.add_message_type<candidate_spec>("kagent::candidate_spec");
   cfg.add_message_type<candidate_result>("kagent::candidate_result");
   cfg.add_message_type<run_event>("kagent::run_event");
+  cfg.add_message_type<run_finished>("kagent::run_finished");
   cfg.add_message_type<analyze_parent>("kagent::analyze_parent");
   cfg.add_message_type<dedup_query>("kagent::dedup_query");
   cfg.add_message_type<dedup_answer>("kagent::dedup_answer");

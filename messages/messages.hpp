@@ -19,6 +19,8 @@
 #include <vector>
 
 #include "platform/analysis/bottleneck.hpp"
+#include "platform/common/failure_kind.hpp"
+#include "platform/common/measured.hpp"
 #include "platform/device/device_mode.hpp"
 #include "platform/llm/llm_types.hpp"
 #include "platform/profile_core/kernel_profile.hpp"
@@ -26,15 +28,11 @@
 
 namespace kagent {
 
-/// "No time": a negative sentinel, never infinity. CAF 0.17's binary serializer (pack754) loops
-/// forever on an infinite or NaN double — found by tests/messages — so no message may carry one.
-inline constexpr double not_measured = -1.0;
-inline bool is_measured(double ms) { return ms >= 0 && ms < std::numeric_limits<double>::max(); }
+// Times that were not measured are `not_measured` (platform/common/measured.hpp says why).
 
 // ---- atoms (CAF 0.17: at most 10 characters) ---------------------------------------------------
 using start_atom = caf::atom_constant<caf::atom("start")>;
 using tick_atom = caf::atom_constant<caf::atom("tick")>;
-using finish_atom = caf::atom_constant<caf::atom("finish")>;
 using mode_atom = caf::atom_constant<caf::atom("mode")>;
 /// Ctrl-C / SIGTERM (with the signal number): the run stops starting work and ends what runs.
 using interrupt_atom = caf::atom_constant<caf::atom("interrupt")>;
@@ -99,7 +97,7 @@ struct evaluation {
   double eager_ms = not_measured;
   double compile_ms = not_measured;
   std::string error;            ///< what failed, for the record and for the next prompt
-  std::string failure_cause;    ///< verification, timeout, crash, banned, harness, integrity, user_test
+  std::optional<failure_kind> failure_cause;  ///< why it failed; none when it did not
   std::string code_hash;
   double floor_pct = not_measured;  ///< physics floor / time, in % (100: at the hardware limit)
   std::string stdout_tail;
@@ -123,11 +121,11 @@ struct profile {
 /// failure also went to the manager as profiling_failed).
 struct profile_result {
   std::string candidate_id;
-  std::string label;
   bool available = false;
   bool ok = false;
-  std::string platform;         ///< the profiler component's platform: rocm, nvidia, cpu, noop
-  kernel_profile profile;       ///< when ok: the kernel the parser chose, its metrics and roofline
+  /// Always: the profile's label and the profiler component's platform (rocm, nvidia, cpu, noop);
+  /// when ok, also the kernel the parser chose, its metrics and roofline.
+  kernel_profile profile;
   std::string error;            ///< why it failed (verbatim parser / runner error)
   std::string invocation;       ///< which command failed ("stats pass", "PMC pass 3", "ncu")
   std::string output_tail;      ///< the failing command's stderr/stdout tail
@@ -170,7 +168,6 @@ struct candidate_spec {
   std::optional<kernel_analysis> baseline;
   int32_t num_bottlenecks = 1;  ///< directions the strategy fans out (SPEC §14 B.83)
   int32_t worker_id = -1;       ///< the manager's worker slot (attempt records, SPEC §14 B.90)
-  bool synthetic = false;       ///< set by the gpu worker: its session is in synthetic mode
   double best_ms = not_measured;  ///< the run's best time when this candidate was planned
 };
 
@@ -183,7 +180,7 @@ struct candidate_result {
   std::string code;
   double time_ms = not_measured;
   std::string error;
-  std::string failure_cause;    ///< llm, no_code, verification, benchmark, timeout, crash, actor_down
+  std::optional<failure_kind> failure_cause;  ///< why it failed; none when ok
   std::string code_hash;
   std::string bottleneck;
   std::string model;
@@ -244,6 +241,15 @@ const char* to_string(event_kind k);
 struct run_event {
   event_kind kind = event_kind::note;
   nlohmann::json payload = nlohmann::json::object();
+};
+
+/// The end of a run, from the manager to the reporter (which prints its table and writes report.html)
+/// and to the runtime's waiter: the exit code and summary.json's document. Like an event's payload,
+/// the summary is an edge format (docs/store.md lists its keys; `show` and `report` read it back from
+/// disk), so it crosses the actor boundary as the object the manager wrote, never as text.
+struct run_finished {
+  int32_t exit_code = 0;
+  nlohmann::json summary = nlohmann::json::object();
 };
 
 } // namespace kagent
@@ -360,9 +366,13 @@ typename I::result_type inspect(I& f, evaluate& x) {
 }
 template <class I>
 typename I::result_type inspect(I& f, evaluation& x) {
+  wire::opt<failure_kind> cause{x.failure_cause};
   return f(caf::meta::type_name("evaluation"), x.candidate_id, x.verified, x.benchmarked, x.time_ms,
-           x.time_spread_pct, x.eager_ms, x.compile_ms, x.error, x.failure_cause, x.code_hash, x.floor_pct,
-           x.stdout_tail, x.stderr_tail, x.wall_s, x.user_test_s);
+           x.time_spread_pct, x.eager_ms, x.compile_ms, x.error, cause.has, cause.value, x.code_hash, x.floor_pct,
+           x.stdout_tail, x.stderr_tail, x.wall_s, x.user_test_s, caf::meta::load_callback([&]() -> caf::error {
+             cause.put();
+             return caf::none;
+           }));
 }
 template <class I>
 typename I::result_type inspect(I& f, profile& x) {
@@ -371,8 +381,7 @@ typename I::result_type inspect(I& f, profile& x) {
 }
 template <class I>
 typename I::result_type inspect(I& f, profile_result& x) {
-  return f(caf::meta::type_name("profile_result"), x.candidate_id, x.label, x.available, x.ok, x.platform,
-           x.profile, x.error, x.invocation, x.output_tail, x.wall_s, x.synthetic, x.abandoned);
+  return f(caf::meta::type_name("profile_result"), x.candidate_id, x.available, x.ok, x.profile, x.error, x.invocation, x.output_tail, x.wall_s, x.synthetic, x.abandoned);
 }
 template <class I>
 typename I::result_type inspect(I& f, profiling_failed& x) {
@@ -384,7 +393,7 @@ typename I::result_type inspect(I& f, candidate_spec& x) {
   wire::opt<kernel_analysis> baseline{x.baseline};
   return f(caf::meta::type_name("candidate_spec"), x.id, x.parent_id, x.round, x.bottleneck_id, x.sample_idx,
            x.model, x.parent_code, x.parent_time_ms, x.eager_ms, x.recent_attempts, x.recent_reflexions, x.work_dir,
-           baseline.has, baseline.value, x.num_bottlenecks, x.worker_id, x.synthetic, x.best_ms,
+           baseline.has, baseline.value, x.num_bottlenecks, x.worker_id, x.best_ms,
            caf::meta::load_callback([&]() -> caf::error {
              baseline.put();
              return caf::none;
@@ -393,11 +402,13 @@ typename I::result_type inspect(I& f, candidate_spec& x) {
 template <class I>
 typename I::result_type inspect(I& f, candidate_result& x) {
   wire::opt<kernel_profile> profile{x.profile};
+  wire::opt<failure_kind> cause{x.failure_cause};
   return f(caf::meta::type_name("candidate_result"), x.candidate_id, x.parent_id, x.round, x.gpu_id, x.ok, x.code,
-           x.time_ms, x.error, x.failure_cause, x.code_hash, x.bottleneck, x.model, x.attempt,
+           x.time_ms, x.error, cause.has, cause.value, x.code_hash, x.bottleneck, x.model, x.attempt,
            x.reflexion, profile.has, profile.value, x.device_s, x.user_test_s, x.llm_s, x.floor_pct,
            x.time_spread_pct, caf::meta::load_callback([&]() -> caf::error {
              profile.put();
+             cause.put();
              return caf::none;
            }));
 }
@@ -433,6 +444,15 @@ typename I::result_type inspect(I& f, run_event& x) {
   wire::json_text payload{x.payload};
   return f(caf::meta::type_name("run_event"), x.kind, payload.text, caf::meta::load_callback([&]() -> caf::error {
              payload.put();
+             return caf::none;
+           }));
+}
+template <class I>
+typename I::result_type inspect(I& f, run_finished& x) {
+  wire::json_text summary{x.summary};
+  return f(caf::meta::type_name("run_finished"), x.exit_code, summary.text,
+           caf::meta::load_callback([&]() -> caf::error {
+             summary.put();
              return caf::none;
            }));
 }

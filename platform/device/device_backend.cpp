@@ -76,7 +76,7 @@ bool run_user_test(const device_settings& s, const env_map& env, const std::stri
     e.user_tested = true;
     return true;
   }
-  e.failure_cause = "user_test";
+  e.failure_cause = failure_kind::user_test;
   e.error = fmt::format("the kernel directory's test.py failed ({}{}): {}", r.describe(),
                         r.ok() ? ", no PASS in its output" : "", tail_text(output, 1500));
   e.stdout_tail = tail_text(r.out, 4000);
@@ -87,17 +87,17 @@ bool run_user_test(const device_settings& s, const env_map& env, const std::stri
 bool wants_user_test(const device_settings& s, const device_request& req, double time_ms) {
   if (s.user_test == "never" || s.test_path.empty()) return false;
   if (req.mode == device_mode::initial || s.user_test == "every") return true;
-  return req.best_ms < 0 || time_ms < req.best_ms;  // "best": only a candidate that may become the best
+  return !is_measured(req.best_ms) || time_ms < req.best_ms;  // "best": only a candidate that may become the best
 }
 
 // The failure cause of a reply that arrived (the harness's "kind").
-std::string cause_of_kind(const nlohmann::json& body, const char* otherwise) {
+failure_kind cause_of_kind(const nlohmann::json& body, failure_kind otherwise) {
   const auto kind = body.is_object() ? body.value("kind", std::string{}) : std::string{};
-  if (kind == "integrity") return "integrity";
-  if (kind == "timeout") return "timeout";
-  if (kind == "crashed" || kind == "candidate_poisoned" || kind == "poisoned") return "crash";
-  if (kind == "harness_error") return "harness";
-  if (kind == "problem_error") return "problem";
+  if (kind == "integrity") return failure_kind::integrity;
+  if (kind == "timeout") return failure_kind::timeout;
+  if (kind == "crashed" || kind == "candidate_poisoned" || kind == "poisoned") return failure_kind::crash;
+  if (kind == "harness_error") return failure_kind::harness;
+  if (kind == "problem_error") return failure_kind::problem;
   return otherwise;
 }
 
@@ -163,9 +163,9 @@ public:
                           r.body["result"].contains("error") && r.body["result"]["error"].is_string()
                       ? r.body["result"]["error"].get<std::string>()
                       : r.error();
-        e.failure_cause = cause_of(r, "verification");
-        if (r.failure == evaluator_failure::none) e.failure_cause = cause_of_kind(r.body, "verification");
-        if (e.error.rfind("Disallowed PyTorch usage", 0) == 0) e.failure_cause = "banned";
+        e.failure_cause = cause_of(r, failure_kind::verification);
+        if (r.failure == evaluator_failure::none) e.failure_cause = cause_of_kind(r.body, failure_kind::verification);
+        if (e.error.rfind("Disallowed PyTorch usage", 0) == 0) e.failure_cause = failure_kind::banned;
         return finish(e, t0);
       }
       e.verified = true;
@@ -185,8 +185,8 @@ public:
       take_output(e, r);
       if (!r.ok()) {
         e.error = r.error();
-        e.failure_cause = cause_of(r, "benchmark");
-        if (r.failure == evaluator_failure::none) e.failure_cause = cause_of_kind(r.body, "benchmark");
+        e.failure_cause = cause_of(r, failure_kind::benchmark);
+        if (r.failure == evaluator_failure::none) e.failure_cause = cause_of_kind(r.body, failure_kind::benchmark);
         return finish(e, t0);
       }
       const auto& res = r.body["result"];
@@ -207,7 +207,7 @@ public:
       e.benchmarked = is_measured(e.time_ms);
       if (!e.benchmarked) {
         e.error = "benchmark returned no candidate time";
-        e.failure_cause = "benchmark";
+        e.failure_cause = failure_kind::benchmark;
         return finish(e, t0);
       }
       if (e.floor_ms > 0 && e.time_ms > 0) e.floor_pct = e.floor_ms / e.time_ms * 100.0;
@@ -228,14 +228,14 @@ private:
     a.update(b);
     return a;
   }
-  static std::string cause_of(const evaluator_reply& r, const char* otherwise) {
+  static failure_kind cause_of(const evaluator_reply& r, failure_kind otherwise) {
     switch (r.failure) {
-      case evaluator_failure::timeout: return "timeout";
+      case evaluator_failure::timeout: return failure_kind::timeout;
       case evaluator_failure::crashed:
-      case evaluator_failure::poisoned: return "crash";
+      case evaluator_failure::poisoned: return failure_kind::crash;
       case evaluator_failure::protocol_error:
-      case evaluator_failure::spawn_failed: return "harness";
-      case evaluator_failure::interrupted: return "interrupted";
+      case evaluator_failure::spawn_failed: return failure_kind::harness;
+      case evaluator_failure::interrupted: return failure_kind::interrupted;
       case evaluator_failure::none: break;
     }
     return otherwise;
@@ -274,15 +274,15 @@ private:
     if (device_ == "cpu") req["size"] = "small";
     auto r = client_->request(req, std::chrono::milliseconds(static_cast<long>(s_.benchmark_timeout_s * 1000)));
     if (!r.ok()) {
-      if (r.failure == evaluator_failure::none && cause_of_kind(r.body, "") == "problem") {
+      if (r.failure == evaluator_failure::none && cause_of_kind(r.body, failure_kind::unknown) == failure_kind::problem) {
         // The kernel directory's own problem.py failed: said as such, with its line and traceback.
         e.error = "the kernel directory's " + r.error();
-        e.failure_cause = "problem";
+        e.failure_cause = failure_kind::problem;
         take_output(e, r);
         return false;
       }
       e.error = "could not load the problem on the device: " + r.error();
-      e.failure_cause = "harness";
+      e.failure_cause = failure_kind::harness;
       e.stderr_tail = r.stderr_tail;
       return false;
     }
@@ -347,7 +347,7 @@ public:
     nlohmann::json j = nlohmann::json::parse(fs::exists(out) ? read_file(out) : std::string{"null"},
                                              nullptr, false);
     if (r.timed_out || r.term_signal != 0 || !j.is_object()) {
-      e.failure_cause = r.timed_out ? "timeout" : (r.term_signal != 0 ? "crash" : "harness");
+      e.failure_cause = r.timed_out ? failure_kind::timeout : r.term_signal != 0 ? failure_kind::crash : failure_kind::harness;
       e.error = fmt::format("run_once.py ({}) {}", to_string(req.mode), r.describe());
       return e;
     }
@@ -357,9 +357,10 @@ public:
       if (j.contains("traceback") && j["traceback"].is_string() && !j["traceback"].get<std::string>().empty())
         e.stderr_tail += "\n--- traceback ---\n" + j["traceback"].get<std::string>();
       if (j.value("kind", std::string{}) == "problem_error") e.error = "the kernel directory's " + e.error;
-      e.failure_cause = j.value("poisoned", false) ? "crash" : (req.mode == device_mode::benchmark ? "benchmark" : "verification");
-      e.failure_cause = cause_of_kind(j, e.failure_cause.c_str());
-      if (e.error.rfind("Disallowed PyTorch usage", 0) == 0) e.failure_cause = "banned";
+      e.failure_cause = cause_of_kind(j, j.value("poisoned", false)                ? failure_kind::crash
+                                         : req.mode == device_mode::benchmark ? failure_kind::benchmark
+                                                                              : failure_kind::verification);
+      if (e.error.rfind("Disallowed PyTorch usage", 0) == 0) e.failure_cause = failure_kind::banned;
       return e;
     }
     e.verified = true;  // run_once verifies before it benchmarks ("both"), and a benchmark follows a verify

@@ -7,10 +7,13 @@
 //   process  a fresh harness/run_once.py per request (isolation: process)
 #include <memory>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "platform/common/env.hpp"
+#include "platform/common/failure_kind.hpp"
+#include "platform/common/measured.hpp"
 #include "platform/device/device_mode.hpp"
 
 namespace kagent {
@@ -48,27 +51,26 @@ struct device_request {
   std::string code;
   device_mode mode = device_mode::verify;
   std::string work_dir;        ///< the candidate's directory; the child runs there
-  /// The run's best time when the candidate was planned (< 0: none yet). With user_test: best, a
+  /// The run's best time when the candidate was planned (not_measured: none yet). With user_test: best, a
   /// benchmark faster than this runs the kernel directory's test.py before it may become the best.
-  double best_ms = -1;
+  double best_ms = not_measured;
   /// Told each step as it starts ("loading problem.py", "verifying", ...); may be unset.
   std::function<void(const std::string&)> on_step = nullptr;
 };
 
-/// Times < 0 are "not measured".
 struct device_result {
   std::string candidate_id;
   bool verified = false;
   bool benchmarked = false;
-  double time_ms = -1;
+  double time_ms = not_measured;
   double time_spread_pct = 0;  ///< interquartile range / median, in %
-  double eager_ms = -1;
-  double compile_ms = -1;
+  double eager_ms = not_measured;
+  double compile_ms = not_measured;
   std::string error;           ///< what failed, for the record and for the next prompt
-  std::string failure_cause;   ///< verification, benchmark, timeout, crash, banned, harness, integrity, user_test
+  std::optional<failure_kind> failure_cause;  ///< why it failed; none when it did not
   std::string code_hash;
-  double floor_ms = -1;        ///< bytes moved over peak bandwidth (< 0: unknown)
-  double floor_pct = -1;       ///< floor_ms / time_ms in % (100: at the hardware limit)
+  double floor_ms = not_measured;   ///< bytes moved over peak bandwidth (not_measured: unknown)
+  double floor_pct = not_measured;      ///< floor_ms / time_ms in % (100: at the hardware limit)
   bool user_tested = false;    ///< test.py ran and passed
   std::string stdout_tail;
   std::string stderr_tail;

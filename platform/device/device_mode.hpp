@@ -21,4 +21,11 @@ inline const char* to_string(device_mode m) {
   return "verify";
 }
 
+/// A device's analysis mode. It starts profiled; on ROCm a failed profile turns it synthetic for the
+/// rest of the run (no profiler runs on it again; analyses are synthetic diagnoses).
+enum class analysis_mode : uint8_t { profiled, synthetic };
+
+/// "profiled", "synthetic": program.db's analysis_mode column and the run's device_modes state.
+inline const char* to_string(analysis_mode m) { return m == analysis_mode::synthetic ? "synthetic" : "profiled"; }
+
 } // namespace kagent

@@ -1,5 +1,7 @@
 #include "platform/report/html_report.hpp"
 
+#include "platform/common/failure_kind.hpp"
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -477,7 +479,7 @@ std::string events_section(const report_data& d) {
 // ---- run state, spreads, profiles ------------------------------------------------------------
 
 bool is_duplicate(const store::program_record& p) {
-  return p.status == store::program_status::failed && p.failure_cause.value_or("") == store::failure_cause::duplicate;
+  return p.status == store::program_status::failed && parse_failure_kind(p.failure_cause.value_or("")) == failure_kind::duplicate;
 }
 
 /// Spread of each candidate's time (IQR relative to the median, in %) when its result event names one.

@@ -23,7 +23,7 @@ int candidate_number(const std::string& id) {
 }
 
 program_entry entry_of(const store::program_record& p) {
-  return program_entry{p.id, p.parent_id.value_or(""), p.code, p.time_ms.value_or(-1), p.round,
+  return program_entry{p.id, p.parent_id.value_or(""), p.code, measured_or_not(p.time_ms), p.round,
                        p.code_hash.value_or("")};
 }
 
@@ -98,13 +98,13 @@ std::optional<program_entry> ledger::best() const {
   return b;
 }
 
-bool ledger::feeds(const std::string& id, const std::string& status, const std::string& cause, bool measured) const {
+bool ledger::feeds(const std::string& id, const std::string& status, bool duplicate, bool measured) const {
   // What the strategy sees: every verified, measured kernel (for beam search none past divergence),
   // and for greedy a measured duplicate too (a round without improvement, SPEC §2.4): beam search
   // would let a luckier timing of the same code displace the verified original.
   if (id == "initial" || !measured) return false;
   if (status == store::program_status::verified) return greedy_ || !diverged_.count(id);
-  return greedy_ && status == store::program_status::failed && cause == store::failure_cause::duplicate;
+  return greedy_ && status == store::program_status::failed && duplicate;
 }
 
 judgement ledger::record(const finished& f) {
@@ -121,7 +121,7 @@ judgement ledger::record(const finished& f) {
   if (j.ok) {
     if (auto dup = duplicate_of(f.code_hash, f.id); !dup.empty()) {
       j.ok = false;
-      j.failure_cause = store::failure_cause::duplicate;
+      j.failure_cause = failure_kind::duplicate;
       j.error = "same compiled code as " + dup;
     }
   }
@@ -130,8 +130,8 @@ judgement ledger::record(const finished& f) {
 
   // "New best" is decided before anything moves (SPEC §14 B.81).
   const auto before = best();
-  j.new_best = j.ok && (!before || before->time_ms < 0 || f.time_ms < before->time_ms);
-  j.best_ms = j.new_best ? f.time_ms : before ? before->time_ms : -1;
+  j.new_best = j.ok && (!before || !is_measured(before->time_ms) || f.time_ms < before->time_ms);
+  j.best_ms = j.new_best ? f.time_ms : before ? before->time_ms : not_measured;
   if (j.ok) {
     verified_hash_.emplace(j.code_hash, f.id);
     const double parent_ms = p.parent.time_ms;
@@ -139,13 +139,13 @@ judgement ledger::record(const finished& f) {
       j.diverged = true;
       diverged_.insert(f.id);
     }
-  } else if (j.failure_cause.empty()) {
-    j.failure_cause = "unknown";
+  } else if (!j.failure_cause) {
+    j.failure_cause = failure_kind::unknown;
   }
 
-  const bool measured = j.ok || (j.failure_cause == store::failure_cause::duplicate && f.time_ms >= 0);
+  const bool measured = j.ok || (j.failure_cause == failure_kind::duplicate && is_measured(f.time_ms));
   const std::string status = j.ok ? store::program_status::verified : store::program_status::failed;
-  j.fed = feeds(f.id, status, j.failure_cause, measured);
+  j.fed = feeds(f.id, status, j.failure_cause == failure_kind::duplicate, measured);
   const program_entry e{f.id, p.parent.id, f.code, f.time_ms, p.round, j.code_hash};
   if (rules_.async) {
     if (j.fed) strategy_->update_with_results({e}, p.round);
@@ -189,7 +189,8 @@ resume_plan ledger::resume(const std::vector<store::program_record>& programs,
   // Replay the strategy from the committed results: round by round, or in arrival order for async.
   // That gives exactly the state an uninterrupted run had at this point.
   auto fed = [&](const store::program_record& p) {
-    return feeds(p.id, p.status, p.failure_cause.value_or(""), p.time_ms.has_value());
+    const bool duplicate = parse_failure_kind(p.failure_cause.value_or("")) == failure_kind::duplicate;
+    return feeds(p.id, p.status, duplicate, p.time_ms.has_value());
   };
   if (rules_.async) {
     for (const auto& p : programs)

@@ -13,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "platform/common/failure_kind.hpp"
 #include "platform/search/strategy.hpp"
 #include "platform/store/program_db.hpp"
 
@@ -35,22 +36,22 @@ nlohmann::json plan_to_json(const planned& p);
 struct finished {
   std::string id;
   bool ok = false;            ///< verified and benchmarked
-  double time_ms = -1;        ///< < 0: not measured
+  double time_ms = not_measured;
   std::string code;
   std::string code_hash;      ///< compiled-code hash from the evaluator; "" when it gave none
-  std::string failure_cause;  ///< when !ok; "" reads as "unknown"
+  std::optional<failure_kind> failure_cause;  ///< when !ok; none reads as unknown
   std::string error;
 };
 
 /// The ledger's verdict on a finished candidate.
 struct judgement {
   bool ok = false;            ///< verified, measured and not a duplicate
-  std::string failure_cause;  ///< when !ok: the candidate's own cause, or "duplicate"
+  std::optional<failure_kind> failure_cause;  ///< when !ok: the candidate's own cause (unknown when it named none), or duplicate
   std::string error;
   std::string code_hash;      ///< what program.db stores: the compiled-code hash, else sha256 of the code
   bool new_best = false;      ///< faster than every kernel known before it (SPEC §14 B.81)
   bool diverged = false;      ///< verified, but past divergence_threshold against its parent (SPEC §4.3)
-  double best_ms = -1;        ///< the run's best after this result; < 0: none measured
+  double best_ms = not_measured;  ///< the run's best after this result
   bool fed = false;           ///< entered the strategy (async) or this round's results (rounds)
 };
 
@@ -136,7 +137,7 @@ public:
                      const std::set<std::string>& diverged, const std::string& default_model);
 
 private:
-  bool feeds(const std::string& id, const std::string& status, const std::string& cause, bool measured) const;
+  bool feeds(const std::string& id, const std::string& status, bool duplicate, bool measured) const;
   planned take(const candidate_plan& plan, int round);
   static std::string combo(const std::string& parent, int direction, const std::string& model, int sample);
 

@@ -31,7 +31,7 @@ stored_run load_stored_run(store::program_db& db) {
   stored_run out;
   auto number = [&](const char* key) {
     auto j = db.get_state_json(key);
-    return j && j->is_number() ? j->get<double>() : -1.0;
+    return j && j->is_number() ? j->get<double>() : not_measured;
   };
   out.eager_ms = number(store::state_key::eager_ms);
   out.compile_ms = number(store::state_key::compile_ms);

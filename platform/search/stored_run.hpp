@@ -11,14 +11,15 @@
 #include <string>
 
 #include "platform/analysis/bottleneck.hpp"
+#include "platform/common/measured.hpp"
 #include "platform/profile_core/kernel_profile.hpp"
 #include "platform/store/program_db.hpp"
 
 namespace kagent::search {
 
 struct stored_run {
-  double eager_ms = -1;    ///< < 0: not measured
-  double compile_ms = -1;  ///< < 0: not measured
+  double eager_ms = not_measured;
+  double compile_ms = not_measured;
   int round_done = 0;      ///< the last round folded into the strategy
   nlohmann::json sessions = nlohmann::json::array();     ///< one object per earlier session
   std::map<std::string, nlohmann::json> plans;           ///< candidate id -> its plan (ledger::resume)

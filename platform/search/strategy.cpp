@@ -7,7 +7,7 @@ namespace kagent {
 
 namespace {
 
-bool measured(const program_entry& p) { return p.time_ms >= 0; }
+bool measured(const program_entry& p) { return is_measured(p.time_ms); }
 
 bool faster(const program_entry& a, const program_entry& b) {
   if (measured(a) != measured(b)) return measured(a);

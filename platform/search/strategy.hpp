@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "platform/common/measured.hpp"
 #include "platform/config/config.hpp"
 
 namespace kagent {
@@ -16,7 +17,7 @@ struct program_entry {
   std::string id;
   std::string parent_id;
   std::string code;
-  double time_ms = -1;      ///< measured time; < 0: not measured (sorts last)
+  double time_ms = not_measured;  ///< sorts last when not measured
   int generation = 0;
   std::string code_hash;    ///< compiled-code hash (PTX/AMDGCN) or normalised-source hash; "" = unknown
 };

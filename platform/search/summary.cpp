@@ -74,10 +74,10 @@ run_summary summarize(const run_identity& id, const summary_facts& f) {
       why = "no candidate got an LLM reply" + (first.empty() ? std::string{} : "; the first error: " + first);
     }
   }
-  s.success = !interrupted && ok && best && best->time_ms >= 0;
+  s.success = !interrupted && ok && best && is_measured(best->time_ms);
   s.error = why;
   s.run_state = interrupted ? "interrupted" : s.success ? "finished" : "failed";
-  if (s.success || (interrupted && best && best->time_ms >= 0 && best->id != "initial")) {
+  if (s.success || (interrupted && best && is_measured(best->time_ms) && best->id != "initial")) {
     s.best = best;
     if (best_rec && best_rec->id == best->id && best_rec->floor_pct) s.best_floor_pct = *best_rec->floor_pct;
   }

@@ -48,12 +48,12 @@ struct summary_facts {
   std::set<std::string> diverged;
   std::map<std::string, double> spreads;        ///< program -> IQR of its timed calls over the median, %
   std::optional<program_entry> strategy_best;   ///< used only when program.db has no measured kernel
-  double initial_ms = -1, eager_ms = -1, compile_ms = -1;
+  double initial_ms = not_measured, eager_ms = not_measured, compile_ms = not_measured;
 };
 
 struct top_kernel {
   std::string program_id;
-  double time_ms = -1;
+  double time_ms = not_measured;
   int generation = 0;
   std::optional<double> spread_pct;
 };
@@ -74,7 +74,7 @@ struct run_summary {
   std::optional<program_entry> best;
   std::optional<double> best_floor_pct;
   std::string best_kernel_path;  ///< where the manager wrote the best kernel
-  double initial_ms = -1, eager_ms = -1, compile_ms = -1;
+  double initial_ms = not_measured, eager_ms = not_measured, compile_ms = not_measured;
   std::int64_t candidates = 0, verified = 0, duplicates = 0, failed = 0, pending = 0;
   std::map<std::string, std::int64_t> failures_by_cause;
   std::size_t diverged = 0;

@@ -29,19 +29,8 @@ inline constexpr const char* verified = "verified";  ///< passed verification (t
 inline constexpr const char* failed = "failed";      ///< see failure_cause
 }  // namespace program_status
 
-/// programs.failure_cause values used by the runtime (the column accepts any text).
-namespace failure_cause {
-inline constexpr const char* verification = "verification";
-inline constexpr const char* timeout = "timeout";
-inline constexpr const char* crash = "crash";
-inline constexpr const char* llm = "llm";
-inline constexpr const char* no_code = "no_code";
-inline constexpr const char* duplicate = "duplicate";
-inline constexpr const char* benchmark = "benchmark";
-inline constexpr const char* integrity = "integrity";  ///< a cheat seen by the trusted evaluation
-inline constexpr const char* user_test = "user_test";  ///< the kernel directory's own test.py failed
-inline constexpr const char* problem = "problem";  ///< the kernel directory's problem.py failed (not the kernel)
-}  // namespace failure_cause
+// programs.failure_cause holds the name of a kagent::failure_kind (platform/common/failure_kind.hpp);
+// the column accepts any text, so a database written by another version still reads.
 
 /// run_state keys the runtime uses, so the manager that writes them and the --resume path that
 /// reads them agree. Values are text; the *_json ones hold strict JSON. docs/store.md lists them.

@@ -80,8 +80,8 @@ caf::behavior fake_gpu_worker(caf::stateful_actor<fake_state>* self, int index, 
       [=](const profile& p) {
         profile_result r;
         r.candidate_id = p.candidate_id;
-        r.label = p.label;
-        r.platform = "noop";
+        r.profile.label = p.label;
+        r.profile.platform = "noop";
         return r;
       },
       [=](const candidate_spec& spec) -> caf::result<candidate_result> {
@@ -104,7 +104,7 @@ caf::behavior fake_gpu_worker(caf::stateful_actor<fake_state>* self, int index, 
         r.code = "# kernel " + spec.id + "\n";
         r.time_ms = o.ok ? o.ms : not_measured;
         r.code_hash = o.hash;
-        r.failure_cause = o.cause;
+        if (!o.ok) r.failure_cause = parse_failure_kind(o.cause);
         r.error = o.ok ? "" : "scripted " + o.cause;
         r.model = spec.model;
         r.device_s = 0.25;
@@ -134,7 +134,7 @@ caf::behavior fake_gpu_worker(caf::stateful_actor<fake_state>* self, int index, 
         self->state.pending[id].deliver(self->state.results[id]);
         self->state.pending.erase(id);
       },
-      [=](mode_atom, const std::string&) {},
+      [=](mode_atom, analysis_mode) {},
       [=](interrupt_atom, int) { return true; },
   };
 }
@@ -183,7 +183,7 @@ struct manager_case {
 
   gpu_worker_factory fakes() {
     auto l = log;
-    return [l](caf::event_based_actor* manager, int index, int, caf::actor) {
+    return [l](caf::event_based_actor* manager, int index, int, llm_api) {
       {
         std::lock_guard<std::mutex> g(l->m);
         ++l->spawned;
@@ -213,9 +213,9 @@ TEST(ManagerProtocol, RoundsDedupAWorkerDeathAndTheSummaryWithScriptedWorkers) {
     waiter->send(mgr, start_atom::value);
     bool done = false;
     waiter->receive(
-        [&](finish_atom, int c, const std::string& s) {
-          code = c;
-          summary = nlohmann::json::parse(s);
+        [&](const run_finished& end) {
+          code = end.exit_code;
+          summary = end.summary;
           done = true;
         },
         caf::after(60s) >> [&] {});

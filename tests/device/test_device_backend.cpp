@@ -73,7 +73,7 @@ TEST_P(DeviceBackendCpu, VerifiesTimesAndHashesAndIsolatesFailures) {
 
   auto bad = backend->run({"c1", wrong_kernel(), device_mode::verify, work});
   EXPECT_FALSE(bad.verified);
-  EXPECT_EQ(bad.failure_cause, "verification") << bad.error;
+  EXPECT_EQ(bad.failure_cause, failure_kind::verification) << bad.error;
   EXPECT_FALSE(bad.error.empty());
 
   auto broken = backend->run({"c2", "def kernel_function(:\n", device_mode::verify, work});

@@ -82,7 +82,7 @@ TEST(Messages, EveryTypeSurvivesTheBinarySerializer) {
   pr.candidate_id = "r1_c0";
   pr.available = true;
   pr.ok = true;
-  pr.platform = "rocm";
+  pr.profile.platform = "rocm";
   pr.profile.kernel_name = "matvec_kernel";
   pr.profile.metrics = {{"a", 1.0}, {"inf", std::numeric_limits<double>::infinity()}};
   roofline_result rl;
@@ -103,7 +103,7 @@ TEST(Messages, EveryTypeSurvivesTheBinarySerializer) {
   EXPECT_EQ(pr2.profile.roofline->bottleneck, "memory");
   EXPECT_EQ(pr2.profile.roofline->details, (std::map<std::string, double>{{"achieved_bandwidth_gbps", 3580.0}}));
   EXPECT_EQ(pr2.profile.roofline->notes, rl.notes);
-  EXPECT_EQ(pr2.platform, "rocm");
+  EXPECT_EQ(pr2.profile.platform, "rocm");
   EXPECT_TRUE(pr2.ok);
   profiling_failed pf{1, "r1_c0", "rocm", "PMC pass 2", "timed out", "tail"};
   EXPECT_EQ(round_trip(sys, pf).invocation, "PMC pass 2");
@@ -115,7 +115,6 @@ TEST(Messages, EveryTypeSurvivesTheBinarySerializer) {
   cs.bottleneck_id = 2;
   cs.parent_time_ms = 3.5;
   cs.num_bottlenecks = 3;
-  cs.synthetic = true;
   kernel_analysis base;
   base.source = "llm";
   bottleneck b;
@@ -136,7 +135,6 @@ TEST(Messages, EveryTypeSurvivesTheBinarySerializer) {
   EXPECT_EQ(cs2.recent_attempts[1].bottleneck_category, "compute");
   EXPECT_FALSE(round_trip(sys, candidate_spec{}).baseline) << "no analysis stays none";
   EXPECT_EQ(cs2.num_bottlenecks, 3);
-  EXPECT_TRUE(cs2.synthetic);
   EXPECT_EQ(cs2.bottleneck_id, 2);
   EXPECT_EQ(cs2.parent_id, "r1_c0");
 
@@ -144,7 +142,7 @@ TEST(Messages, EveryTypeSurvivesTheBinarySerializer) {
   cr.candidate_id = "r2_c3";
   cr.ok = true;
   cr.time_ms = 0.9;
-  cr.failure_cause = "";
+  cr.failure_cause = std::nullopt;
   store::attempt_record a;
   a.round_num = 2;
   a.bottleneck_category = "memory";

@@ -69,7 +69,7 @@ struct actor_case {
   }
   void start() {
     manager = sys.spawn(recorder);
-    profiler = sys.spawn(gpu_worker_actor, context_ptr(ctx), 0, device_id, caf::actor{}, manager);
+    profiler = sys.spawn(gpu_worker_actor, context_ptr(ctx), 0, device_id, llm_api{}, manager);
   }
   ~actor_case() {
     self->send_exit(profiler, caf::exit_reason::user_shutdown);
@@ -131,8 +131,6 @@ TEST(ProfilerActor, RocmSuccessRepliesWithMetricsAndRoofline) {
   EXPECT_TRUE(r.available);
   ASSERT_TRUE(r.ok) << r.error << "\n" << r.output_tail;
   EXPECT_EQ(r.candidate_id, "r1_c0");
-  EXPECT_EQ(r.label, "sol");
-  EXPECT_EQ(r.platform, "rocm");
   EXPECT_EQ(r.profile.kernel_name, "matvec_kernel");
   EXPECT_EQ(r.profile.label, "sol");
   EXPECT_EQ(r.profile.platform, "rocm");
@@ -173,7 +171,7 @@ TEST(ProfilerActor, RocmFailureTellsTheManagerAndTurnsTheSessionSynthetic) {
     EXPECT_FALSE(s.abandoned);
     EXPECT_EQ(s.error.rfind("synthetic mode", 0), 0u) << s.error;
     EXPECT_NE(s.error.find("rocprof stats pass failed (rc=3)"), std::string::npos) << s.error;
-    EXPECT_EQ(s.platform, "rocm");
+    EXPECT_EQ(s.profile.platform, "rocm");
   }
   EXPECT_EQ(c.tool_runs(), runs);
   EXPECT_EQ(c.failures().size(), 1u);
@@ -199,7 +197,7 @@ TEST(ProfilerActor, NvidiaFailureDoesNotGoSyntheticAndTheNextProfileRuns) {
   fs::remove(fx + "/faults");
   auto ok = c.ask(c.request("r2_c0"));
   ASSERT_TRUE(ok.ok) << ok.error;
-  EXPECT_EQ(ok.platform, "nvidia");
+  EXPECT_EQ(ok.profile.platform, "nvidia");
   EXPECT_EQ(ok.profile.kernel_name, "matvec_kernel");
   EXPECT_DOUBLE_EQ(ok.profile.roofline.value().memory_sol_pct.value(), 12.41);
   EXPECT_EQ(c.tool_runs(), 2u);
@@ -213,7 +211,7 @@ TEST(ProfilerActor, SyntheticModeMessageStopsEveryLaterToolRun) {
                                {"FAKE_NCU_RUN_PROGRAM", "0"}});
   c.start();
   ASSERT_TRUE(c.ask(c.request("r1_c0")).ok);
-  c.self->send(c.profiler, mode_atom::value, std::string("synthetic"));
+  c.self->send(c.profiler, mode_atom::value, analysis_mode::synthetic);
   auto s = c.ask(c.request("r2_c0"));
   EXPECT_TRUE(s.available);
   EXPECT_FALSE(s.ok);
@@ -230,7 +228,7 @@ TEST(ProfilerActor, PlatformsWithoutAProfilerAnswerNotAvailable) {
     auto r = c.ask(c.request("r1_c0"));
     EXPECT_FALSE(r.available) << platform;
     EXPECT_FALSE(r.ok);
-    EXPECT_EQ(r.platform, platform);
+    EXPECT_EQ(r.profile.platform, platform);
     EXPECT_EQ(c.tool_runs(), 0u);
     EXPECT_TRUE(c.failures().empty());
   }

@@ -38,9 +38,9 @@ program_entry initial(double ms = 10.0, const std::string& hash = "h-initial") {
 }
 
 finished ok(const std::string& id, double ms, const std::string& hash) {
-  return {id, true, ms, "code " + id, hash, "", ""};
+  return {id, true, ms, "code " + id, hash, std::nullopt, ""};
 }
-finished failed(const std::string& id, const std::string& cause) { return {id, false, -1, "code " + id, "", cause, "boom"}; }
+finished failed(const std::string& id, const std::string& cause) { return {id, false, -1, "code " + id, "", parse_failure_kind(cause), "boom"}; }
 
 /// What program.db holds after the manager's commits.
 struct book {
@@ -74,8 +74,8 @@ struct book {
       r.code = f.code;
       r.code_hash = j.code_hash;
       r.status = j.ok ? store::program_status::verified : store::program_status::failed;
-      if (!j.ok) r.failure_cause = j.failure_cause;
-      if (j.ok || (j.failure_cause == "duplicate" && f.time_ms >= 0)) r.time_ms = f.time_ms;
+      if (!j.ok) r.failure_cause = to_string(j.failure_cause.value_or(failure_kind::unknown));
+      if (j.ok || (j.failure_cause == failure_kind::duplicate && f.time_ms >= 0)) r.time_ms = f.time_ms;
     }
     if (j.diverged) diverged.insert(f.id);
   }
@@ -143,7 +143,7 @@ TEST(Ledger, SameCompiledCodeAsAVerifiedKernelOrAnEarlierClaimIsADuplicate) {  /
   // The starting kernel's code under another wrapper that compiles to the same kernel.
   auto d = l.record(ok("r1_c0", 5.0, "h-initial"));
   EXPECT_FALSE(d.ok);
-  EXPECT_EQ(d.failure_cause, "duplicate");
+  EXPECT_EQ(d.failure_cause, failure_kind::duplicate);
   EXPECT_EQ(d.error, "same compiled code as initial");
   EXPECT_FALSE(d.new_best) << "a duplicate never becomes the best, however lucky its timing";
   EXPECT_FALSE(d.fed) << "beam search would let a luckier timing displace the original";
@@ -174,8 +174,8 @@ TEST(Ledger, VerdictsKeepTheCandidatesCauseAndFillWhatIsMissing) {
   auto l = make(beam(2, 2));
   l.start(initial());
   l.plan_round(1);
-  auto j = l.record({"r1_c0", false, -1, "x = 1\n", "", "", "no reply"});
-  EXPECT_EQ(j.failure_cause, "unknown");
+  auto j = l.record({"r1_c0", false, -1, "x = 1\n", "", std::nullopt, "no reply"});
+  EXPECT_EQ(j.failure_cause, failure_kind::unknown);
   EXPECT_EQ(j.error, "no reply");
   EXPECT_EQ(j.code_hash, store::sha256_hex("x = 1\n")) << "without a compiled-code hash, the code's own";
   EXPECT_THROW(l.record(failed("r1_c0", "crash")), std::logic_error) << "recorded twice";
@@ -205,7 +205,7 @@ TEST(Ledger, GreedySeesMeasuredDuplicatesAndDivergedKernelsAsRoundsWithoutImprov
   l.start(initial(10.0, "h0"));
   ASSERT_EQ(l.plan_round(1).size(), 1u);
   auto dup = l.record(ok("r1_c0", 9.0, "h0"));
-  EXPECT_EQ(dup.failure_cause, "duplicate");
+  EXPECT_EQ(dup.failure_cause, failure_kind::duplicate);
   EXPECT_TRUE(dup.fed);
   EXPECT_FALSE(l.end_round().terminate);
   l.plan_round(2);
