@@ -719,10 +719,8 @@ void manager_state::finish(bool success, const std::string& error) {
   finish_now(success, error);
 }
 
-void manager_state::finish_now(bool success, const std::string& error) {
-  if (finished_) return;
-  finished_ = true;
-  store::run_directory rd = store::run_directory::open_existing(run_path_);
+// What the run was, for summary.json.
+search::run_identity manager_state::identity() const {
   search::run_identity id;
   id.strategy = ctx_->cfg.name;
   id.search = ledger_->strategy().name();
@@ -742,6 +740,11 @@ void manager_state::finish_now(bool success, const std::string& error) {
   id.version = KAGENT_VERSION;
   id.rounds = ledger_->round();
   id.resume_command = "kagent-actors --resume " + ctx_->run_path;
+  return id;
+}
+
+// What only the manager knows about the run, beside program.db's records, for summarize().
+search::summary_facts manager_state::facts(bool success, const std::string& error) const {
   search::summary_facts f;
   f.programs = db_->list_programs();
   f.llm_usage = db_->llm_usage();
@@ -759,7 +762,15 @@ void manager_state::finish_now(bool success, const std::string& error) {
   f.initial_ms = initial_;
   f.eager_ms = eager_;
   f.compile_ms = compile_;
-  auto sum = search::summarize(id, f);
+  return f;
+}
+
+void manager_state::finish_now(bool success, const std::string& error) {
+  if (finished_) return;
+  finished_ = true;
+  store::run_directory rd = store::run_directory::open_existing(run_path_);
+  const auto f = facts(success, error);
+  auto sum = search::summarize(identity(), f);
   // An interrupted run still names its best so far (and writes it): hours of search are not lost.
   if (sum.best) {
     rd.write_best_kernel(sum.best->code);

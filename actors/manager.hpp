@@ -25,6 +25,7 @@
 #include "platform/profile_core/roofline.hpp"
 #include "platform/search/concurrency.hpp"
 #include "platform/search/ledger.hpp"
+#include "platform/search/summary.hpp"
 #include "platform/store/program_db.hpp"
 #include "platform/store/util.hpp"
 
@@ -98,6 +99,8 @@ private:
                       std::function<void(const std::optional<kernel_profile>&)> then);
   void finish(bool success, const std::string& error);
   void finish_now(bool success, const std::string& error);
+  search::run_identity identity() const;
+  search::summary_facts facts(bool success, const std::string& error) const;
   void shut_down(const run_finished& end);
   // ---- bookkeeping --------------------------------------------------------------------------------
   void emit(event_kind kind, nlohmann::json payload);

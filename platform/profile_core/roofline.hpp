@@ -15,7 +15,8 @@
 namespace kagent {
 
 /// The metrics of ONE profiled kernel, flat: metric name -> value. Never keyed by kernel name
-/// (SPEC §5.4, §14 A.32). A metric that was not measured is absent, never 0.
+/// (SPEC §5.4, §14 A.32: a flat map never goes through a helper that unwraps "the first kernel").
+/// A metric that was not measured is absent, never 0 (SPEC §14 A.11).
 using metric_map = std::map<std::string, double>;
 
 /// The thresholds an analyzer really uses, after the user's roofline_config was laid over the vendor

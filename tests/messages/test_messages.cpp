@@ -222,3 +222,26 @@ TEST(Messages, ErrorCategoryRendersCodeAndContext) {
   EXPECT_NE(text.find("actor_failed"), std::string::npos) << text;
   EXPECT_NE(text.find("boom"), std::string::npos) << text;
 }
+
+TEST(Messages, FailureCausesAndTheRunsEndCrossAsTheirValues) {
+  cfg_t cfg;
+  caf::actor_system sys{cfg};
+  // Every cause keeps its name in program.db and comes back from it as itself.
+  for (int k = 0; k <= static_cast<int>(failure_kind::unknown); ++k) {
+    const auto kind = static_cast<failure_kind>(k);
+    EXPECT_EQ(parse_failure_kind(to_string(kind)), kind) << to_string(kind);
+    candidate_result r;
+    r.failure_cause = kind;
+    EXPECT_EQ(round_trip(sys, r).failure_cause, kind) << to_string(kind);
+  }
+  EXPECT_FALSE(parse_failure_kind("exploded")) << "a name this version does not know is no cause";
+  EXPECT_FALSE(round_trip(sys, candidate_result{}).failure_cause) << "a result without a cause stays without one";
+  evaluation e;
+  e.failure_cause = failure_kind::integrity;
+  EXPECT_EQ(round_trip(sys, e).failure_cause, failure_kind::integrity);
+
+  run_finished end{1, {{"success", false}, {"best_ms", nullptr}, {"failures_by_cause", {{"timeout", 2}}}}};
+  const auto back = round_trip(sys, end);
+  EXPECT_EQ(back.exit_code, 1);
+  EXPECT_EQ(back.summary, end.summary);
+}
