@@ -5,11 +5,22 @@
 #include <string>
 #include <vector>
 
+#include "messages/messages.hpp"
 #include "platform/common/env.hpp"
 #include "platform/config/config.hpp"
 #include "platform/llm/provider.hpp"
 
 namespace kagent {
+
+/// A device of another node (kagent-actors serve) in this run: `id` is unique in the run (program.db's
+/// gpu_id); the node knows it as `node_device_id`.
+struct remote_device {
+  int id = 0;
+  std::string node;        ///< the node's name (its --name, else HOST:PORT)
+  int node_device_id = 0;
+  std::string name;        ///< what the node's vendor tool calls it
+  device_actor_type handle;
+};
 
 struct run_context {
   run_config cfg;
@@ -46,6 +57,11 @@ struct run_context {
   std::string inject_fault;             ///< KAGENT_INJECT_FAULT (see README "Fault injection")
   std::string sandbox_mode;             ///< resolved at start-up: "bwrap", "rlimits" or "off" (docs/sandbox.md)
   std::string sandbox_warning;          ///< why it fell back to rlimits ("" when it did not)
+  std::vector<remote_device> remote_devices;  ///< the nodes' devices (their ids are in device_ids too)
+
+  /// "gpu1" for a device of this node, "node-a/gpu0" for a node's.
+  std::string device_label(int id) const;
+  const remote_device* remote(int id) const;
 };
 
 using context_ptr = std::shared_ptr<const run_context>;

@@ -125,6 +125,9 @@ device_actor_type::behavior_type device_state::start(device_actor_type::stateful
   return {
       [this](const evaluate& req) { return run_evaluation(req); },
       [this](const profile& p) { return run_profile(p); },
+      // Too late to matter here (this actor was busy with the work being cancelled; the gpu worker, or
+      // a node's relay, cancelled it already): kept so that one protocol serves local and remote.
+      [](cancel_atom, const std::string& id) { cancel_work(id); },
   };
 }
 

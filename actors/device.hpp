@@ -17,9 +17,7 @@ namespace kagent {
 
 class device_backend;
 
-/// The device actor's fixed protocol.
-using device_actor_type = caf::typed_actor<caf::replies_to<evaluate>::with<evaluation>,
-                                           caf::replies_to<profile>::with<profile_result>>;
+// device_actor_type (its fixed protocol) is in messages/: a node's device crosses a link.
 
 class device_state {
 public:

@@ -6,6 +6,7 @@
 #include "actors/actors.hpp"
 #include "actors/candidate.hpp"
 #include "actors/device.hpp"
+#include "actors/node.hpp"
 #include "platform/common/stop.hpp"
 
 namespace kagent {
@@ -30,8 +31,17 @@ caf::behavior gpu_worker_state::start(caf::stateful_actor<gpu_worker_state>* sel
   manager_ = std::move(manager);
   // Detached: the device actor blocks on child processes and must not hold a scheduler thread. Linked:
   // if this worker dies it goes with it (and its children with it).
-  device_ = self->spawn<caf::detached + caf::linked>(device_actor, ctx_, device_id);
+  if (const auto* remote = ctx_->remote(device_id))
+    // A node's device: the relay ends (and this worker with it) when the node is lost.
+    device_ = self->spawn<caf::linked>(remote_device_actor, remote->handle, ctx_->run_path);
+  else
+    device_ = self->spawn<caf::detached + caf::linked>(device_actor, ctx_, device_id);
   self->set_down_handler([this](caf::down_msg& dm) { on_candidate_down(dm); });
+  // Candidates are linked so that none outlives this worker (a node's device lost, a crash); their own
+  // ends arrive as down messages above. Only the device's end ends the worker.
+  self->set_exit_handler([this](caf::exit_msg& em) {
+    if (em.source == device_.address()) self_->quit(std::move(em.reason));
+  });
   return {
       [this](const candidate_spec& in) { return run_candidate(in); },
       [this](deadline_atom, const std::string& id) { on_deadline(id); },
@@ -66,7 +76,7 @@ caf::result<candidate_result> gpu_worker_state::run_candidate(const candidate_sp
                                                        "this device's profiler failed earlier in the run")};
   }
   auto rp = self_->make_response_promise<candidate_result>();
-  auto c = self_->spawn<caf::monitored>(candidate_actor, ctx_, spec, device_id_, caf::actor{self_}, device_, llm_);
+  auto c = self_->spawn<caf::monitored + caf::linked>(candidate_actor, ctx_, spec, device_id_, caf::actor{self_}, device_, llm_);
   running_.emplace(c.address(), std::make_pair(spec.id, rp));
   specs_[spec.id] = spec;
   handles_[spec.id] = c;
@@ -93,6 +103,7 @@ void gpu_worker_state::on_deadline(const std::string& id) {
   // Its LLM calls, device work and profiles are given up (their waits watch cancel_work), so the
   // device is free for the next candidate at once.
   cancel_work(id);
+  self_->send(device_, cancel_atom::value, id);  // where the device is: a node cancels it there
   self_->send_exit(c, caf::exit_reason::kill);
   rp.deliver(ended(spec, failure_kind::timeout, fmt::format("candidate exceeded candidate_timeout_s={}", ctx_->cfg.candidate_timeout_s)));
 }

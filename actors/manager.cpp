@@ -69,7 +69,7 @@ caf::behavior manager_state::start(caf::stateful_actor<manager_state>* self, con
   }
   reporter_ = self->spawn<caf::linked>(reporter_actor, ctx_);
   llm_ = self->spawn<caf::linked>(llm_client_actor, ctx_, caf::actor{self}, reporter_);
-  for (int id : ctx_->device_ids) workers_.push_back({caf::actor{}, id, 0, 0, analysis_mode::profiled, ""});
+  for (int id : ctx_->device_ids) workers_.push_back({caf::actor{}, id, 0, 0, analysis_mode::profiled, "", false});
   if (ctx_->cfg.num_workers_auto)
     meter_.emplace(search::concurrency_limits{static_cast<int>(std::max<size_t>(1, workers_.size())), slots_,
                                               search::auto_pipeline_cap});
@@ -393,11 +393,13 @@ void manager_state::on_analysis(const std::string& pid, kernel_analysis a, doubl
   pump();
 }
 
+// The device with the fewest candidates in flight (a slow node does not hold a round: it gets no more
+// than its share), never one whose node is lost.
 size_t manager_state::least_loaded() const {
-  size_t k = 0;
-  for (size_t i = 1; i < workers_.size(); ++i)
-    if (workers_[i].inflight < workers_[k].inflight) k = i;
-  return k;
+  size_t k = workers_.size();
+  for (size_t i = 0; i < workers_.size(); ++i)
+    if (!workers_[i].lost && (k == workers_.size() || workers_[i].inflight < workers_[k].inflight)) k = i;
+  return k == workers_.size() ? 0 : k;
 }
 
 void manager_state::dispatch(candidate_spec spec) {
@@ -596,6 +598,7 @@ void manager_state::on_worker_down(const caf::down_msg& dm) {
   for (size_t k = 0; k < workers_.size(); ++k) {
     if (workers_[k].actor.address() != dm.source) continue;
     if (finished_) return;
+    if (ctx_->remote(workers_[k].device_id)) return on_node_lost(k, dm.reason);
     emit(event_kind::error, {{"what", "gpu worker down"}, {"gpu_id", workers_[k].device_id}, {"reason", to_string(dm.reason)}});
     std::vector<candidate_result> lost;
     for (const auto& [id, c] : inflight_) {
@@ -617,6 +620,49 @@ void manager_state::on_worker_down(const caf::down_msg& dm) {
     for (const auto& r : lost) on_result(r);
     return;
   }
+}
+
+// A node's device is gone with its node (killed, or silent past the link's timeout): it is not
+// respawned; its in-flight candidates go back to the queue for the devices that are left (they keep
+// their ids and plans), or fail with cause node_down when none is left.
+void manager_state::on_node_lost(size_t k, const caf::error& reason) {
+  auto& w = workers_[k];
+  w.lost = true;
+  const auto label = ctx_->device_label(w.device_id);
+  std::vector<candidate_spec> again;
+  for (auto it = inflight_.begin(); it != inflight_.end();) {
+    if (it->second.worker != static_cast<int>(k)) {
+      ++it;
+      continue;
+    }
+    again.push_back(it->second.spec);
+    it = inflight_.erase(it);
+  }
+  w.inflight = 0;
+  const bool any_left = std::any_of(workers_.begin(), workers_.end(), [](const worker_slot& s) { return !s.lost; });
+  emit(event_kind::node_down, {{"device", label}, {"gpu_id", w.device_id}, {"reason", to_string(reason)},
+                               {"requeued", any_left ? again.size() : 0}, {"devices_left", std::count_if(
+                                   workers_.begin(), workers_.end(), [](const worker_slot& s) { return !s.lost; })}});
+  if (!any_left) {
+    // Recorded here, not through on_result: no round may close and plan onto a lost device.
+    for (const auto& spec : again) {
+      candidate_result r;
+      r.candidate_id = spec.id;
+      r.parent_id = spec.parent_id;
+      r.round = spec.round;
+      r.gpu_id = w.device_id;
+      r.model = spec.model;
+      r.failure_cause = failure_kind::node_down;
+      r.error = label + " was lost (" + to_string(reason) + ") and no device is left";
+      const auto j = ledger_->record({r.candidate_id, false, not_measured, "", "", r.failure_cause, r.error});
+      commit_result(r, spec, w, j);
+      emit_result(r, spec, w, j);
+    }
+    if (!finished_) finish(false, "every device is gone: the last one was " + label + " (" + to_string(reason) + ")");
+    return;
+  }
+  for (auto it = again.rbegin(); it != again.rend(); ++it) queue_.push_front(*it);
+  pump();
 }
 
 // Supervision: a profile failed on one device. On ROCm that device's session turns synthetic for the

@@ -54,6 +54,7 @@ private:
     int restarts = 0;
     analysis_mode mode = analysis_mode::profiled;  ///< as its gpu worker reported it (the worker decides)
     std::string synthetic_reason;
+    bool lost = false;  ///< a node's device whose node is gone: nothing is sent to it again
   };
   struct inflight_candidate {
     int worker = 0;
@@ -91,6 +92,7 @@ private:
   // ---- supervision --------------------------------------------------------------------------------
   void spawn_worker(size_t k);
   void on_worker_down(const caf::down_msg& dm);
+  void on_node_lost(size_t k, const caf::error& reason);
   void on_profiling_failed(const profiling_failed& pf);
   caf::result<bool> interrupt(int sig);
   // ---- the end ------------------------------------------------------------------------------------

@@ -12,6 +12,7 @@
 
 #include "actors/actors.hpp"
 #include "actors/manager.hpp"
+#include "actors/node.hpp"
 #include "platform/common/errors.hpp"
 #include "platform/common/stop.hpp"
 #include "platform/common/redact.hpp"
@@ -249,6 +250,49 @@ struct drop_inductor_caches {
   }
 };
 
+} // namespace
+
+std::shared_ptr<run_context> node_base_context(const run_config& cfg) {
+  auto ctx = std::make_shared<run_context>();
+  ctx->cfg = cfg;
+  ctx->install_root = install_root();
+  ctx->python = pick_python(cfg, ctx->install_root);
+  std::vector<std::string> patterns = default_secret_patterns();
+  patterns.insert(patterns.end(), cfg.secret_env_patterns.begin(), cfg.secret_env_patterns.end());
+  scrub_own_environment(patterns);
+  const env_map env = current_environment();
+  std::vector<std::string> notes;
+  select_devices(*ctx, env, notes);
+  ctx->notes = notes;
+  ctx->child_env = scrub_env(env, patterns);
+  return ctx;
+}
+
+context_ptr node_run_context(const run_context& base, run_config run_cfg, const std::string& kernel_dir,
+                             const std::string& run_path) {
+  auto ctx = std::make_shared<run_context>(base);
+  // The run's settings (timeouts, harness, dtype, ...), on the node's platform and devices.
+  run_cfg.platform = base.cfg.platform;
+  run_cfg.gpu_ids = base.cfg.gpu_ids;
+  run_cfg.gpu_name = base.cfg.gpu_name;
+  run_cfg.python = base.cfg.python;
+  ctx->cfg = run_cfg;
+  ctx->kernel_dir = kernel_dir;
+  ctx->problem_path = (fs::path(kernel_dir) / "problem.py").string();
+  ctx->test_path = (fs::path(kernel_dir) / "test.py").string();
+  ctx->input_code = read_file(fs::path(kernel_dir) / "input.py");
+  ctx->problem_code = read_file(ctx->problem_path);
+  ctx->test_code = read_file(ctx->test_path);
+  ctx->run_path = run_path;
+  std::vector<std::string> notes;
+  plan_candidate_sandbox(*ctx, notes);
+  ctx->test_timeout_s = resolve_test_timeout_s(ctx->cfg.test_timeout_s,
+                                               ctx->vendor.empty() ? ctx->cfg.platform.verifier : ctx->vendor);
+  return ctx;
+}
+
+namespace {
+
 /// Starts the manager and waits for its end; Ctrl-C / SIGTERM is passed on as a graceful stop.
 void drive_manager(caf::actor_system& sys, context_ptr ctx, run_outcome& out) {
   caf::scoped_actor waiter{sys};
@@ -308,7 +352,8 @@ run_outcome run_optimization(const run_request& req) {
   scrub_own_environment(secret_patterns, secret_names);
   const env_map env = current_environment();
   std::vector<std::string> notes;
-  select_devices(*ctx, env, notes);
+  if (ctx->cfg.local_devices) select_devices(*ctx, env, notes);
+  else notes.push_back("devices: only the nodes' (local_devices: false)");
   plan_candidate_sandbox(*ctx, notes);
   ctx->notes = notes;
   ctx->cfg.target_platform = prompt_target_platform(ctx->cfg.target_platform, ctx->vendor, ctx->cfg.platform.verifier);
@@ -319,14 +364,28 @@ run_outcome run_optimization(const run_request& req) {
   connect_llm(*ctx, env, secret_patterns);
 
   const std::string hint = sanitize(ctx->cfg.name + "-" + fs::path(ctx->kernel_dir).filename().string());
+
+  // Destroyed after `sys`, so once every evaluator is gone.
+  drop_inductor_caches inductor_guard;
+  system_config cfg;
+  if (!ctx->cfg.nodes.empty()) configure_links(cfg);
+  caf::actor_system sys{cfg};
+  // The nodes' devices join before the run directory exists: a node that cannot be reached or refuses
+  // this run is one line and no run (a resumed run reconnects to the nodes its config names).
+  caf::scoped_actor node_owner{sys};  // the nodes end this run's devices when it is gone
+  ctx->remote_devices = connect_nodes(node_owner, *ctx, hint, 100);
+  for (const auto& d : ctx->remote_devices) {
+    ctx->device_ids.push_back(d.id);
+    ctx->device_names.push_back(d.name);
+    ctx->notes.push_back(fmt::format("device {}: {} on node {}", ctx->device_label(d.id), d.name, d.node));
+  }
   auto rd = resuming ? store::run_directory::open_existing(req.resume_dir)
                      : store::run_directory::create(req.run_dir_base, hint, to_yaml(ctx->cfg));
   store::run_lock lock{rd.path()};
   ctx->run_path = fs::absolute(rd.path()).string();
   out.run_path = ctx->run_path;
 
-  // Destroyed after `sys`, so once every evaluator is gone.
-  drop_inductor_caches inductor_guard{fs::path(ctx->run_path) / "workers"};
+  inductor_guard.workers = fs::path(ctx->run_path) / "workers";
 
   // Ctrl-C / SIGTERM from here on: the first is handled below (a graceful stop), a second ends the
   // process at once (platform/common/stop.hpp). The handlers go when the run is over.
@@ -335,8 +394,6 @@ run_outcome run_optimization(const run_request& req) {
     ~restore_signals() { remove_stop_handlers(); }
   } signals_guard;
 
-  system_config cfg;
-  caf::actor_system sys{cfg};
   drive_manager(sys, ctx, out);
   return out;
 }

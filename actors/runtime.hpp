@@ -5,6 +5,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "actors/context.hpp"
+
 #include "platform/config/config.hpp"
 
 namespace kagent {
@@ -41,6 +43,16 @@ struct resume_target {
   bool extends = false;       ///< the run had finished; --max-rounds extends it
 };
 resume_target read_resume_target(const std::string& run_dir, int extend_to_rounds = 0);
+
+/// kagent-actors serve: a node's own devices under its strategy's rules (platform, masks, the vendor
+/// tool), its interpreter and its environment without secrets. No kernel directory yet.
+std::shared_ptr<run_context> node_base_context(const run_config& cfg);
+
+/// One run on a node: the manager's config (its timeouts, harness and check settings) on the node's
+/// platform, devices and interpreter, with the kernel directory the manager sent written to
+/// `kernel_dir`; the node's evaluators keep their files under `run_path`.
+context_ptr node_run_context(const run_context& base, run_config run_cfg, const std::string& kernel_dir,
+                             const std::string& run_path);
 
 /// Runs one strategy to completion. User errors (bad mask, unknown GPU name) come back as exit code 2.
 run_outcome run_optimization(const run_request& req);

@@ -27,4 +27,15 @@ bool fault_requested(const run_context& ctx, const std::string& what, const std:
   return false;
 }
 
+const remote_device* run_context::remote(int id) const {
+  for (const auto& d : remote_devices)
+    if (d.id == id) return &d;
+  return nullptr;
+}
+
+std::string run_context::device_label(int id) const {
+  if (const auto* d = remote(id)) return d->node + "/gpu" + std::to_string(d->node_device_id);
+  return "gpu" + std::to_string(id);
+}
+
 } // namespace kagent

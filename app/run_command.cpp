@@ -5,12 +5,14 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cctype>
 #include <iostream>
 #include <sstream>
 
 #include "actors/runtime.hpp"
 #include "platform/common/errors.hpp"
+#include "platform/common/node_auth.hpp"
 #include "platform/config/config.hpp"
 #include "platform/gpu/selection.hpp"
 
@@ -33,6 +35,9 @@ void add_run_options(CLI::App& app, run_options& o) {
   app.add_option("--base-url", o.base_url, "LLM endpoint base URL (e.g. http://localhost:8000/v1 for vLLM)");
   app.add_option("--budget-usd", o.budget_usd, "stop spending on LLM calls past this many US dollars (llm.budget_usd)");
   app.add_option("--gpu-ids", o.gpu_ids, "comma-separated device ids (skips detection), e.g. 0,1");
+  app.add_option("--node", o.nodes, "HOST:PORT of a `kagent-actors serve` node whose devices join the run "
+                 "(repeatable; adds to the config's nodes:; the secret is KAGENT_NODE_SECRET)");
+  app.add_flag("--no-local-devices", o.no_local_devices, "run candidates only on the nodes' devices");
   app.add_option("--llm-record", o.llm_record, "record every LLM request/response (keys redacted) in DIR");
   app.add_flag("--list-strategies", o.list_strategies, "list the strategies and exit");
   app.add_flag("-v,--verbose", o.verbose, "print every event");
@@ -70,6 +75,14 @@ void apply_overrides(run_config& cfg, const run_options& o) {
     cfg.llm.budget_usd = *o.budget_usd;
   }
   if (!o.gpu_ids.empty()) cfg.gpu_ids = parse_gpu_ids(o.gpu_ids);
+  for (const auto& n : o.nodes) {
+    (void)parse_node_address(n, "--node");
+    if (std::find(cfg.nodes.begin(), cfg.nodes.end(), n) == cfg.nodes.end()) cfg.nodes.push_back(n);
+  }
+  for (const auto& n : cfg.nodes) (void)parse_node_address(n, "nodes:");
+  if (o.no_local_devices) cfg.local_devices = false;
+  if (!cfg.local_devices && cfg.nodes.empty())
+    throw user_error("local_devices is false but no node is named: give --node HOST:PORT or nodes: in the config");
 }
 
 /// Why `cfg` cannot run on this host ("" when it can): a vendor config never runs on the other

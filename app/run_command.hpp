@@ -21,6 +21,8 @@ struct run_options {
   std::string base_url;         ///< llm.base_url
   std::optional<double> budget_usd;  ///< llm.budget_usd; unset: the config's
   std::string gpu_ids;          ///< "0,1"
+  std::vector<std::string> nodes;  ///< --node HOST:PORT, repeatable
+  bool no_local_devices = false;
   std::string llm_record;
   bool list_strategies = false;
   bool verbose = false;

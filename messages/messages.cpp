@@ -8,6 +8,7 @@ std::string to_string(errc e) {
     case errc::actor_failed: return "actor_failed";
     case errc::injected_fault: return "injected_fault";
     case errc::device_lost: return "device_lost";
+    case errc::node_refused: return "node_refused";
   }
   return "unknown";
 }
@@ -33,8 +34,19 @@ const char* to_string(event_kind k) {
     case event_kind::run_end: return "run_end";
     case event_kind::llm_call: return "llm_call";
     case event_kind::llm_retry: return "llm_retry";
+    case event_kind::node_down: return "node_down";
   }
   return "note";
+}
+
+caf::error make_error(errc code, std::string reason) {
+  return caf::error(static_cast<uint8_t>(code), caf::atom("kagent"), caf::make_message(std::move(reason)));
+}
+
+std::string reason_of(const caf::error& e) {
+  if (e.category() == caf::atom("kagent") && e.context().match_elements<std::string>())
+    return e.context().get_as<std::string>(0);
+  return to_string(e);
 }
 
 void register_messages(caf::actor_system_config& cfg) {
@@ -51,6 +63,17 @@ void register_messages(caf::actor_system_config& cfg) {
   cfg.add_message_type<candidate_result>("kagent::candidate_result");
   cfg.add_message_type<run_event>("kagent::run_event");
   cfg.add_message_type<run_finished>("kagent::run_finished");
+  cfg.add_message_type<artifact>("kagent::artifact");
+  cfg.add_message_type<std::vector<artifact>>("std::vector<kagent::artifact>");
+  cfg.add_message_type<device_actor_type>("kagent::device_actor_type");
+  cfg.add_message_type<node_hello>("kagent::node_hello");
+  cfg.add_message_type<node_challenge>("kagent::node_challenge");
+  cfg.add_message_type<node_auth>("kagent::node_auth");
+  cfg.add_message_type<device_offer>("kagent::device_offer");
+  cfg.add_message_type<node_offer>("kagent::node_offer");
+  cfg.add_message_type<run_setup>("kagent::run_setup");
+  cfg.add_message_type<node_device>("kagent::node_device");
+  cfg.add_message_type<std::vector<node_device>>("std::vector<kagent::node_device>");
   cfg.add_message_type<analyze_parent>("kagent::analyze_parent");
   cfg.add_message_type<dedup_query>("kagent::dedup_query");
   cfg.add_message_type<dedup_answer>("kagent::dedup_answer");

@@ -79,6 +79,14 @@ struct completion {
 };
 
 // ---- device work ---------------------------------------------------------------------------------
+/// A file the device work wrote in its candidate's directory, sent back from a remote node (which
+/// keeps nothing): `path` relative to the request's work_dir. A file over the node's size limit
+/// travels as `<path>.omitted.txt` saying its size and sha256, never silently dropped.
+struct artifact {
+  std::string path;
+  std::string bytes;
+};
+
 /// Work for a device: verify or benchmark a candidate, or evaluate the starting kernel (initial).
 struct evaluate {
   std::string candidate_id;
@@ -104,6 +112,7 @@ struct evaluation {
   std::string stderr_tail;
   double wall_s = 0;
   double user_test_s = 0;       ///< of wall_s, the kernel directory's test.py run
+  std::vector<artifact> artifacts;  ///< from a remote node only: what it wrote under work_dir
 };
 
 /// A profile of one kernel on a gpu worker's device. label: baseline, sol, final.
@@ -134,6 +143,63 @@ struct profile_result {
   bool synthetic = false;
   /// Killed because its candidate timed out or the run is stopping (not a profiler failure).
   bool abandoned = false;
+  std::vector<artifact> artifacts;  ///< from a remote node only: what it wrote under work_dir
+};
+
+/// The device actor's fixed protocol (actors/device.hpp): local, or a node's device across a link.
+/// (cancel_atom, candidate id): the candidate timed out; its device work is given up at once
+/// (cancel_work where the device is: this process, or a node across a link).
+using cancel_atom = caf::atom_constant<caf::atom("cancel")>;
+using device_actor_type = caf::typed_actor<caf::replies_to<evaluate>::with<evaluation>,
+                                           caf::replies_to<profile>::with<profile_result>,
+                                           caf::reacts_to<cancel_atom, std::string>>;
+
+// ---- nodes (kagent-actors serve) -----------------------------------------------------------------
+/// The wire's version: a manager and a node talk only when it is the same (bumped whenever a message
+/// changes incompatibly). Also CAF's middleman.app-identifiers ("kagent-wire-<N>"), so mismatched
+/// binaries never finish the link's handshake.
+inline constexpr int32_t wire_version = 1;
+
+/// Manager -> a node's gatekeeper (the one actor a node publishes): who asks, in which version.
+struct node_hello {
+  int32_t wire = wire_version;
+  std::string version;  ///< KAGENT_VERSION of the manager
+  std::string client;   ///< the manager's host, for the node's log
+};
+/// The node's answer: a fresh nonce the manager must prove the shared secret against.
+struct node_challenge {
+  std::string nonce;
+  std::string node_name;
+  std::string version;
+};
+/// HMAC-SHA256(KAGENT_NODE_SECRET, nonce | manager's CAF node id | wire version), hex.
+struct node_auth {
+  std::string proof;
+};
+struct device_offer {
+  int32_t device_id = 0;  ///< the node's own id (its CUDA/HIP index, or cpu slot)
+  std::string name;       ///< what the vendor tool calls it
+  std::string gpu_name;   ///< specs key ("" when GPU-less)
+};
+/// What an authenticated manager learns: the node's platform and devices, chosen by its own rules.
+struct node_offer {
+  std::string node_name;
+  std::string platform;  ///< the platform the node serves (cpu, nvidia, rocm, noop)
+  std::string vendor;
+  std::vector<device_offer> devices;
+};
+/// A run's setup for a node: the run's config and kernel directory, written to the node's scratch
+/// directory; its devices' evaluators start there.
+struct run_setup {
+  std::string run_id;
+  std::string config_yaml;
+  std::string input_code, problem_code, test_code;
+};
+/// One device of a node, ready for a run (the node's relay to its device actor).
+struct node_device {
+  int32_t device_id = 0;
+  std::string name;
+  device_actor_type handle;
 };
 /// Supervision message to the manager: a profiler pass failed on `gpu_id`.
 struct profiling_failed {
@@ -230,7 +296,7 @@ struct parent_analysis {
 enum class event_kind : uint8_t {
   run_start, note, error, initial_step, initial, resume, round_start, round_end, analysis_start, analysis,
   candidate_start, candidate_result, concurrency, profiling_failed, mode_change, interrupted, run_end, llm_call,
-  llm_retry,
+  llm_retry, node_down,
 };
 /// The name written to events.jsonl ("run_start", "candidate_result", ...).
 const char* to_string(event_kind k);
@@ -369,7 +435,7 @@ typename I::result_type inspect(I& f, evaluation& x) {
   wire::opt<failure_kind> cause{x.failure_cause};
   return f(caf::meta::type_name("evaluation"), x.candidate_id, x.verified, x.benchmarked, x.time_ms,
            x.time_spread_pct, x.eager_ms, x.compile_ms, x.error, cause.has, cause.value, x.code_hash, x.floor_pct,
-           x.stdout_tail, x.stderr_tail, x.wall_s, x.user_test_s, caf::meta::load_callback([&]() -> caf::error {
+           x.stdout_tail, x.stderr_tail, x.wall_s, x.user_test_s, x.artifacts, caf::meta::load_callback([&]() -> caf::error {
              cause.put();
              return caf::none;
            }));
@@ -381,7 +447,7 @@ typename I::result_type inspect(I& f, profile& x) {
 }
 template <class I>
 typename I::result_type inspect(I& f, profile_result& x) {
-  return f(caf::meta::type_name("profile_result"), x.candidate_id, x.available, x.ok, x.profile, x.error, x.invocation, x.output_tail, x.wall_s, x.synthetic, x.abandoned);
+  return f(caf::meta::type_name("profile_result"), x.candidate_id, x.available, x.ok, x.profile, x.artifacts, x.error, x.invocation, x.output_tail, x.wall_s, x.synthetic, x.abandoned);
 }
 template <class I>
 typename I::result_type inspect(I& f, profiling_failed& x) {
@@ -516,12 +582,50 @@ enum class errc : uint8_t {
   actor_failed = 1,      ///< an actor threw; the context carries what()
   injected_fault = 2,    ///< KAGENT_INJECT_FAULT fired (tests, and users proving their set-up)
   device_lost = 3,       ///< the evaluator could not be restarted
+  node_refused = 4,      ///< a node refused a manager (version, secret, platform); the context says why
 };
 std::string to_string(errc);
+/// An error of ours with its one-line reason (the context), e.g. why a node refused a manager.
+caf::error make_error(errc code, std::string reason);
+/// The reason of an error made by make_error, else CAF's rendering of it.
+std::string reason_of(const caf::error& e);
 
 /// Registers every message type and the error category with `cfg`. Call before constructing the
 /// actor_system, in every process that sends or receives them.
 void register_messages(caf::actor_system_config& cfg);
+
+template <class I>
+typename I::result_type inspect(I& f, artifact& x) {
+  return f(caf::meta::type_name("artifact"), x.path, x.bytes);
+}
+template <class I>
+typename I::result_type inspect(I& f, node_hello& x) {
+  return f(caf::meta::type_name("node_hello"), x.wire, x.version, x.client);
+}
+template <class I>
+typename I::result_type inspect(I& f, node_challenge& x) {
+  return f(caf::meta::type_name("node_challenge"), x.nonce, x.node_name, x.version);
+}
+template <class I>
+typename I::result_type inspect(I& f, node_auth& x) {
+  return f(caf::meta::type_name("node_auth"), x.proof);
+}
+template <class I>
+typename I::result_type inspect(I& f, device_offer& x) {
+  return f(caf::meta::type_name("device_offer"), x.device_id, x.name, x.gpu_name);
+}
+template <class I>
+typename I::result_type inspect(I& f, node_offer& x) {
+  return f(caf::meta::type_name("node_offer"), x.node_name, x.platform, x.vendor, x.devices);
+}
+template <class I>
+typename I::result_type inspect(I& f, run_setup& x) {
+  return f(caf::meta::type_name("run_setup"), x.run_id, x.config_yaml, x.input_code, x.problem_code, x.test_code);
+}
+template <class I>
+typename I::result_type inspect(I& f, node_device& x) {
+  return f(caf::meta::type_name("node_device"), x.device_id, x.name, x.handle);
+}
 
 } // namespace kagent
 

@@ -6,7 +6,7 @@
 namespace kagent {
 
 namespace {
-constexpr std::array<std::pair<failure_kind, const char*>, 15> names{{
+constexpr std::array<std::pair<failure_kind, const char*>, 16> names{{
     {failure_kind::verification, "verification"},
     {failure_kind::benchmark, "benchmark"},
     {failure_kind::timeout, "timeout"},
@@ -21,6 +21,7 @@ constexpr std::array<std::pair<failure_kind, const char*>, 15> names{{
     {failure_kind::duplicate, "duplicate"},
     {failure_kind::actor_down, "actor_down"},
     {failure_kind::interrupted, "interrupted"},
+    {failure_kind::node_down, "node_down"},
     {failure_kind::unknown, "unknown"},
 }};
 }  // namespace

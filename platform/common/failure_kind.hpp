@@ -23,6 +23,7 @@ enum class failure_kind : uint8_t {
   duplicate,     ///< the same compiled code as a program verified before
   actor_down,    ///< the actor running it failed
   interrupted,   ///< the run was stopped while it ran
+  node_down,     ///< its node was lost and no other device was left to run it
   unknown,       ///< a failure that named no cause
 };
 

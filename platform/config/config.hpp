@@ -173,6 +173,10 @@ struct run_config {
   bool compile_reference = true;
   int max_refine_attempts = 3;
   std::vector<std::string> secret_env_patterns;  ///< empty: default_secret_patterns()
+  /// Nodes (`kagent-actors serve`, HOST:PORT) whose devices join the run (README "Many nodes").
+  std::vector<std::string> nodes;
+  /// Whether the manager's own node runs candidates too (false: only the nodes' devices).
+  bool local_devices = true;
   /// When the kernel directory's own test.py runs on a candidate: "best" (before it becomes the new
   /// best), "every" (every verified candidate) or "never".
   std::string user_test = "best";

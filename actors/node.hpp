@@ -1,0 +1,57 @@
+#pragma once
+// Many nodes: one search across the devices of several machines, over CAF's middleman with TLS
+// (CAF's openssl module). A node (`kagent-actors serve --listen HOST:PORT`) chooses its own devices by
+// its own rules and publishes one actor, its gatekeeper. A manager connects, proves the shared secret
+// (KAGENT_NODE_SECRET, challenge and response: platform/common/node_auth.hpp), learns the node's
+// devices, and opens its run there: the gatekeeper writes the run's kernel directory to the node's
+// scratch directory and starts one device actor per device behind a relay. The manager's gpu workers
+// talk to those relays through a local remote_device actor with the device protocol
+// (device_actor_type), so the search does not know whether a device is local or remote.
+//
+// What stays on the manager's node: the run directory (the relays send back every file the device
+// work wrote, as artifacts), program.db, the LLM and its keys. What a node checks: the wire version
+// (also CAF's app identifiers), the proof of the secret bound to the manager's CAF node id, and on
+// every device request that it comes from an authenticated manager. When the manager's link goes,
+// the node ends that run's device actors and deletes its scratch directory.
+#include <caf/all.hpp>
+
+#include <string>
+#include <vector>
+
+#include "actors/context.hpp"
+#include "messages/messages.hpp"
+#include "platform/common/node_auth.hpp"
+#include "platform/config/config.hpp"
+
+namespace kagent {
+
+/// The link settings every process of a multi-node run uses: the middleman and CAF's openssl module
+/// (TLS; anonymous key exchange unless certificates are configured), heartbeats (a node that stops
+/// answering is lost after `timeout_s`), and the wire version as CAF's application identifier.
+void configure_links(caf::actor_system_config& cfg, double heartbeat_s = 1.0, double timeout_s = 10.0);
+
+struct serve_request {
+  run_config cfg;        ///< the node's strategy: its platform and device rules
+  node_address listen;   ///< loopback unless told otherwise
+  std::string name;      ///< how runs name this node (default: host:port)
+  std::string scratch;   ///< where runs' kernel directories and evaluator files live while they run
+};
+
+/// kagent-actors serve: publishes the gatekeeper and serves until SIGINT/SIGTERM. Returns the exit code.
+int serve_node(const serve_request& req);
+
+/// Connects to every node of ctx.cfg.nodes, proves the secret, opens the run there, and returns the
+/// nodes' devices with run-unique ids (from `first_id`). `owner` opens the runs: a node ends its run
+/// when the owner is gone, so it must live as long as the run. Throws user_error with one line when
+/// a node cannot be reached, refuses (wrong secret, other wire version, other platform) or offers no
+/// device.
+std::vector<remote_device> connect_nodes(caf::scoped_actor& owner, const run_context& ctx, const std::string& run_id,
+                                         int first_id);
+
+/// The manager's side of a node's device: forwards the device protocol, writes the files the node sent
+/// back into the request's work_dir, and ends with the link's reason when the node is lost.
+/// `run_path`: the run directory, which the node mirrors (work_dirs travel relative to it).
+device_actor_type::behavior_type remote_device_actor(device_actor_type::pointer self, device_actor_type remote,
+                                                     std::string run_path);
+
+} // namespace kagent
