@@ -38,9 +38,9 @@ caf::behavior gpu_worker_state::start(caf::stateful_actor<gpu_worker_state>* sel
     device_ = self->spawn<caf::detached + caf::linked>(device_actor, ctx_, device_id);
   self->set_down_handler([this](caf::down_msg& dm) { on_candidate_down(dm); });
   // Candidates are linked so that none outlives this worker (a node's device lost, a crash); their own
-  // ends arrive as down messages above. Only the device's end ends the worker.
+  // ends arrive as down messages above. Any other exit (the device's, the manager's shutdown) ends it.
   self->set_exit_handler([this](caf::exit_msg& em) {
-    if (em.source == device_.address()) self_->quit(std::move(em.reason));
+    if (!spawned_.count(em.source)) self_->quit(std::move(em.reason));
   });
   return {
       [this](const candidate_spec& in) { return run_candidate(in); },
@@ -78,6 +78,7 @@ caf::result<candidate_result> gpu_worker_state::run_candidate(const candidate_sp
   auto rp = self_->make_response_promise<candidate_result>();
   auto c = self_->spawn<caf::monitored + caf::linked>(candidate_actor, ctx_, spec, device_id_, caf::actor{self_}, device_, llm_);
   running_.emplace(c.address(), std::make_pair(spec.id, rp));
+  spawned_.insert(c.address());
   specs_[spec.id] = spec;
   handles_[spec.id] = c;
   self_->send(c, start_atom::value);

@@ -8,6 +8,7 @@
 
 #include <deque>
 #include <map>
+#include <set>
 #include <string>
 #include <utility>
 
@@ -47,6 +48,8 @@ private:
   std::map<caf::actor_addr, std::pair<std::string, caf::response_promise>> running_;  ///< candidate -> (id, promise)
   std::map<std::string, caf::actor> handles_;  ///< candidate id -> its actor, while it runs
   std::map<std::string, candidate_spec> specs_;
+  /// Every candidate this worker spawned: their exits (linked) are not the worker's end.
+  std::set<caf::actor_addr> spawned_;
   /// Profiles wait here, one at the device at a time, so that a ROCm failure turns every later one
   /// synthetic before it reaches the profiler.
   std::deque<std::pair<profile, caf::response_promise>> profiles_;
