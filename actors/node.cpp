@@ -176,7 +176,8 @@ public:
   static inline const char* name = "gatekeeper";
 
   caf::behavior start(caf::stateful_actor<gatekeeper_state>* self, std::shared_ptr<const run_context> base,
-                      std::string secret, std::string node_name, fs::path scratch, std::shared_ptr<node_auth_db> auth) {
+                      std::string secret, std::shared_ptr<const std::string> node_name, fs::path scratch,
+                      std::shared_ptr<node_auth_db> auth) {
     self_ = self;
     base_ = std::move(base);
     secret_ = std::move(secret);
@@ -214,10 +215,11 @@ private:
       return make_error(errc::node_refused,
                         fmt::format("version mismatch: node {} runs kagent-actors {} (wire {}), this run {} (wire {}); "
                                     "use the same version on both sides",
-                                    name_, KAGENT_VERSION, wire_version, h.version, h.wire));
+                                    *name_, KAGENT_VERSION, wire_version, h.version, h.wire));
     const auto nonce = fresh_nonce();
     nonces_[sender_node()] = nonce;
-    return node_challenge{nonce, name_, KAGENT_VERSION};
+    if (!h.client.empty()) clients_[sender_node()] = h.client;
+    return node_challenge{nonce, *name_, KAGENT_VERSION};
   }
 
   caf::result<node_offer> authenticate(const node_auth& a) {
@@ -227,14 +229,14 @@ private:
     const auto expected = node_proof(secret_, it->second, to_string(from), wire_version);
     nonces_.erase(it);  // one try per nonce
     if (!proofs_match(expected, a.proof)) {
-      log("refused a manager (" + to_string(from) + "): wrong secret");
-      return make_error(errc::node_refused, fmt::format("authentication failed: node {} has another {}", name_,
+      log("refused a manager on " + clients_[from] + ": wrong secret");
+      return make_error(errc::node_refused, fmt::format("authentication failed: node {} has another {}", *name_,
                                                          node_secret_env));
     }
     auth_->add(from);
-    log("manager " + to_string(from) + " authenticated");
+    log("a manager on " + clients_[from] + " authenticated");
     node_offer o;
-    o.node_name = name_;
+    o.node_name = *name_;
     o.platform = base_->cfg.platform.verifier;
     o.vendor = base_->vendor;
     for (size_t k = 0; k < base_->device_ids.size(); ++k)
@@ -254,7 +256,7 @@ private:
       return make_error(errc::node_refused, std::string("the run's config does not load here: ") + e.what());
     }
     if (cfg.platform.verifier != base_->cfg.platform.verifier)
-      return make_error(errc::node_refused, fmt::format("node {} serves the {} platform, this run's is {}", name_,
+      return make_error(errc::node_refused, fmt::format("node {} serves the {} platform, this run's is {}", *name_,
                                                          base_->cfg.platform.verifier, cfg.platform.verifier));
     std::string safe;
     for (char c : s.run_id) safe += std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' ? c : '_';
@@ -297,16 +299,18 @@ private:
 
   caf::stateful_actor<gatekeeper_state>* self_ = nullptr;
   std::shared_ptr<const run_context> base_;
-  std::string secret_, name_;
+  std::string secret_;
+  std::shared_ptr<const std::string> name_;  ///< set by serve_node once the port is known
   fs::path scratch_;
   std::shared_ptr<node_auth_db> auth_;
   std::map<caf::node_id, std::string> nonces_;
+  std::map<caf::node_id, std::string> clients_;  ///< the host each manager said it runs on (for the log)
   std::map<caf::actor_addr, open_run_state> runs_;
   int opened_ = 0;
 };
 
 caf::behavior gatekeeper_actor(caf::stateful_actor<gatekeeper_state>* self, std::shared_ptr<const run_context> base,
-                               std::string secret, std::string node_name, fs::path scratch,
+                               std::string secret, std::shared_ptr<const std::string> node_name, fs::path scratch,
                                std::shared_ptr<node_auth_db> auth) {
   return self->state.start(self, std::move(base), std::move(secret), std::move(node_name), std::move(scratch),
                            std::move(auth));
@@ -364,25 +368,28 @@ void configure_links(caf::actor_system_config& cfg, double heartbeat_s, double t
 int serve_node(const serve_request& req) {
   const auto secret = node_secret_from_env();
   std::shared_ptr<const run_context> base = node_base_context(req.cfg);
-  const std::string name = req.name.empty() ? req.listen.text() : req.name;
+
   const fs::path scratch = req.scratch.empty() ? fs::temp_directory_path() / fmt::format("kagent-node-{}", getpid())
                                                : fs::path(req.scratch);
   fs::create_directories(scratch);
   node_system_config cfg;
   caf::actor_system sys{cfg};
   auto auth = std::make_shared<node_auth_db>();
+  // The gatekeeper learns its name once the port is known (a listener on port 0 takes any free one).
+  auto name = std::make_shared<std::string>(req.name);
   auto gk = sys.spawn(gatekeeper_actor, base, secret, name, scratch, auth);
   auto port = caf::openssl::publish(gk, req.listen.port, req.listen.host.c_str(), true);
   if (!port) {
     caf::anon_send_exit(gk, caf::exit_reason::user_shutdown);
     throw user_error(fmt::format("serve: cannot listen on {}: {}", req.listen.text(), sys.render(port.error())));
   }
+  if (name->empty()) *name = node_address{req.listen.host, *port}.text();
   std::string devices;
   for (size_t k = 0; k < base->device_ids.size(); ++k)
     devices += fmt::format("{}gpu{} ({})", k ? ", " : "", base->device_ids[k],
                            k < base->device_names.size() ? base->device_names[k] : base->cfg.platform.verifier);
   std::cout << fmt::format("kagent-actors serve: node {} listening on {}:{} (TLS), {} platform, {} device(s){}{}\n",
-                           name, req.listen.host, *port, base->cfg.platform.verifier, base->device_ids.size(),
+                           *name, req.listen.host, *port, base->cfg.platform.verifier, base->device_ids.size(),
                            devices.empty() ? "" : ": ", devices)
             << std::flush;
   install_stop_handlers();
@@ -408,6 +415,10 @@ std::vector<remote_device> connect_nodes(caf::scoped_actor& self, const run_cont
   for (const auto& text : ctx.cfg.nodes) {
     const auto addr = parse_node_address(text, "nodes:");
     auto gk = caf::openssl::remote_actor(sys, addr.host, addr.port);
+    if (!gk && gk.error() == caf::sec::incompatible_application_ids)
+      throw user_error(fmt::format("node {} runs another kagent-actors wire version (this one speaks kagent-wire-{}, "
+                                   "kagent-actors {}): use the same version on both sides",
+                                   text, wire_version, KAGENT_VERSION));
     if (!gk)
       throw user_error(fmt::format("node {}: cannot connect ({}); is `kagent-actors serve --listen {}` running there?",
                                    text, sys.render(gk.error()), text));

@@ -9,7 +9,12 @@ using kagent::store::program_db;
 // The cpu platform: real verification and timing in Triton's interpreter, replayed LLM replies.
 TEST(CpuRun, BeamSearchOnMatvecFindsAVerifiedFasterKernel) {
   scratch s;
-  auto r = run({"--strategy", "cpu", "--kernel-dir", source("examples/optimize_01_matvec"), "--run-dir",
+  // The shipped cpu strategy with the torch.compile reference on (configs/cpu.yaml leaves it off), so
+  // that one run of the suite times it.
+  auto yaml = slurp(source("configs/cpu.yaml"));
+  yaml.replace(yaml.find("compile_reference: false"), 24, "compile_reference: true");
+  const auto cfg = s.write("cpu.yaml", yaml);
+  auto r = run({"--strategy", cfg, "--kernel-dir", source("examples/optimize_01_matvec"), "--run-dir",
                 (s.dir / "runs").string()},
                {{"PATH", "/usr/bin:/bin"}, {"KAGENT_INJECT_FAULT", ""}}, "", 540);
   ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
@@ -17,6 +22,8 @@ TEST(CpuRun, BeamSearchOnMatvecFindsAVerifiedFasterKernel) {
   auto summary = nlohmann::json::parse(slurp(run_dir / "summary.json"));
   ASSERT_TRUE(summary["success"].get<bool>()) << summary.dump(2);
   EXPECT_TRUE(summary["eager_ms"].is_number());
+  EXPECT_TRUE(summary["compile_ms"].is_number()) << "compile_reference: true times torch.compile";
+  EXPECT_TRUE(summary["speedup_vs_compile"].is_number());
   EXPECT_TRUE(summary["initial_ms"].is_number());
   auto db = program_db::open(run_dir / "program.db", program_db::mode::read_only);
   auto best = db.get_program(summary["best_program_id"].get<std::string>());

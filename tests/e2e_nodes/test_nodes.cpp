@@ -1,0 +1,245 @@
+// Many nodes end to end (issue 16): `kagent-actors serve` processes on loopback offering cpu devices,
+// runs that use them with --node, and the faults: a node killed with -9 mid-run, a wrong secret, a
+// node nobody serves, a node without devices.
+#include <gtest/gtest.h>
+
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <functional>
+#include <regex>
+#include <set>
+#include <thread>
+
+#include "platform/store/program_db.hpp"
+#include "tests/e2e/e2e_util.hpp"
+
+using namespace e2e;
+namespace fs = std::filesystem;
+
+namespace {
+
+const std::string secret = "loopback-secret-0123456789";
+
+pid_t spawn_logged(const std::vector<std::string>& args, const kagent::env_map& extra, const fs::path& log) {
+  std::vector<std::string> argv{binary()};
+  argv.insert(argv.end(), args.begin(), args.end());
+  auto env = kagent::current_environment();
+  for (const auto& [k, v] : extra) {
+    if (v.empty()) env.erase(k);
+    else env[k] = v;
+  }
+  std::vector<std::string> envs;
+  for (const auto& [k, v] : env) envs.push_back(k + "=" + v);
+  std::vector<char*> av, ev;
+  for (auto& x : argv) av.push_back(x.data());
+  av.push_back(nullptr);
+  for (auto& x : envs) ev.push_back(x.data());
+  ev.push_back(nullptr);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_adddup2(&fa, 1, 2);
+  pid_t pid = -1;
+  EXPECT_EQ(posix_spawn(&pid, av[0], &fa, nullptr, av.data(), ev.data()), 0);
+  posix_spawn_file_actions_destroy(&fa);
+  return pid;
+}
+
+/// A `kagent-actors serve` on loopback, on a free port it prints at start.
+struct node_process {
+  pid_t pid = -1;
+  fs::path log;
+  int port = 0;
+  node_process(const scratch& s, const std::string& name, const std::string& node_secret = secret) {
+    log = s.dir / (name + ".log");
+    pid = spawn_logged({"serve", "--listen", "127.0.0.1:0", "--strategy", "cpu", "--name", name, "--scratch",
+                        (s.dir / (name + "_scratch")).string()},
+                       {{"KAGENT_NODE_SECRET", node_secret}}, log);
+    const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    const std::regex listening{R"(listening on 127\.0\.0\.1:(\d+))"};
+    while (std::chrono::steady_clock::now() < end && port == 0) {
+      std::smatch m;
+      const auto text = slurp(log);
+      if (std::regex_search(text, m, listening)) port = std::stoi(m[1]);
+      else std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    EXPECT_NE(port, 0) << "the node never listened:\n" << slurp(log);
+  }
+  std::string address() const { return "127.0.0.1:" + std::to_string(port); }
+  void kill9() {
+    if (pid <= 0) return;
+    ::kill(pid, SIGKILL);
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    pid = -1;
+  }
+  /// SIGTERM and wait: its exit status.
+  int stop() {
+    if (pid <= 0) return -1;
+    ::kill(pid, SIGTERM);
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    pid = -1;
+    return status;
+  }
+  ~node_process() { kill9(); }
+};
+
+/// configs/cpu.yaml with `num_workers` pipelines (one per device of the run) and `rounds` rounds.
+std::string cpu_config(const scratch& s, int num_workers, int rounds) {
+  auto cfg = slurp(source("configs/cpu.yaml"));
+  cfg.replace(cfg.find("num_workers: 2"), 14, "num_workers: " + std::to_string(num_workers));
+  cfg.replace(cfg.find("max_rounds: 3"), 13, "max_rounds: " + std::to_string(rounds));
+  return s.write("cpu_nodes.yaml", cfg);
+}
+
+std::vector<kagent::store::program_record> programs_of(const fs::path& run) {
+  auto db = kagent::store::program_db::open(run / "program.db", kagent::store::program_db::mode::read_only);
+  return db.list_programs();
+}
+
+} // namespace
+
+TEST(Nodes, ASearchAcrossThreeProcessesFindsTheSameBestKernelAsOne) {
+  scratch s;
+  const auto cfg = cpu_config(s, 3, 2);
+  const auto matvec = source("examples/optimize_01_matvec");
+  auto one = run({"--strategy", cfg, "--kernel-dir", matvec, "--run-dir", (s.dir / "one").string(), "-q"});
+  ASSERT_EQ(one.exit_code, 0) << one.out << one.err;
+
+  node_process a(s, "nodeA"), b(s, "nodeB");
+  auto many = run({"--strategy", cfg, "--kernel-dir", matvec, "--run-dir", (s.dir / "many").string(), "-q", "--node",
+                   a.address(), "--node", b.address()},
+                  {{"KAGENT_NODE_SECRET", secret}});
+  ASSERT_EQ(many.exit_code, 0) << many.out << many.err << slurp(a.log) << slurp(b.log);
+  const auto r1 = run_dirs(s.dir / "one").front(), r3 = run_dirs(s.dir / "many").front();
+  EXPECT_EQ(slurp(r1 / "output" / "best_kernel.py"), slurp(r3 / "output" / "best_kernel.py"))
+      << "the same replay set, the same best kernel";
+
+  // Every device of the run took candidates, and the nodes' ones show under their names.
+  std::set<int> used;
+  for (const auto& p : programs_of(r3)) {
+    if (p.id == "initial") continue;
+    EXPECT_NE(p.status, "pending") << p.id;
+    if (p.gpu_id) used.insert(*p.gpu_id);
+  }
+  EXPECT_EQ(used, (std::set<int>{0, 100, 101})) << "the local device and one per node";
+  const auto ev = events(r3);
+  ASSERT_FALSE(ev.empty());
+  EXPECT_EQ(ev.front()["devices"], nlohmann::json({0, 100, 101}));
+  EXPECT_FALSE(has_event(ev, "node_down"));
+  // What the device work wrote on a node came back: the starting kernel's user test ran where it ran,
+  // and each node ended the run: its scratch directory holds nothing of it.
+  for (auto* n : {&a, &b}) {
+    EXPECT_NE(slurp(n->log).find("authenticated"), std::string::npos) << slurp(n->log);
+    EXPECT_NE(slurp(n->log).find("run closed"), std::string::npos) << slurp(n->log);
+    EXPECT_TRUE(fs::is_empty(s.dir / (n == &a ? "nodeA_scratch" : "nodeB_scratch"))) << "the node keeps nothing";
+  }
+  EXPECT_EQ(a.stop(), 0) << "SIGTERM ends a node cleanly";
+}
+
+TEST(Nodes, ANodeKilledMidRunIsLostAndItsCandidatesRunOnTheDevicesLeft) {
+  scratch s;
+  const auto cfg = cpu_config(s, 2, 2);
+  node_process a(s, "nodeA");
+  // Slow LLM replies keep candidates in flight long enough to kill the node under one.
+  const fs::path runs = s.dir / "runs";
+  const pid_t run_pid = spawn_logged({"--strategy", cfg, "--kernel-dir", source("examples/optimize_01_matvec"),
+                                      "--run-dir", runs.string(), "--node", a.address()},
+                                     {{"KAGENT_NODE_SECRET", secret}, {"KAGENT_REPLAY_DELAY_S", "1.5"}},
+                                     s.dir / "run.log");
+  bool started_on_node = false;
+  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(180);
+  while (!started_on_node && std::chrono::steady_clock::now() < end) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    auto dirs = run_dirs(runs);
+    if (dirs.empty() || !fs::exists(dirs.front() / "events.jsonl")) continue;
+    std::ifstream f(dirs.front() / "events.jsonl");
+    std::string line;
+    while (std::getline(f, line)) {
+      auto j = nlohmann::json::parse(line, nullptr, false);
+      if (j.is_object() && j.value("type", "") == "candidate_start" && j.value("gpu_id", -1) == 100)
+        started_on_node = true;
+    }
+  }
+  ASSERT_TRUE(started_on_node) << slurp(s.dir / "run.log");
+  a.kill9();
+  int status = 0;
+  ASSERT_EQ(::waitpid(run_pid, &status, 0), run_pid);
+  ASSERT_TRUE(WIFEXITED(status)) << slurp(s.dir / "run.log");
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "the run goes on without the node:\n" << slurp(s.dir / "run.log");
+
+  const auto run_dir = run_dirs(runs).front();
+  const auto ev = events(run_dir);
+  int node_down = 0;
+  for (const auto& e : ev)
+    if (e.value("type", "") == "node_down") {
+      ++node_down;
+      EXPECT_EQ(e.value("device", ""), "nodeA/gpu0");
+      EXPECT_EQ(e.value("devices_left", -1), 1);
+    }
+  EXPECT_EQ(node_down, 1);
+  bool ran_after = false;
+  bool seen_down = false;
+  for (const auto& e : ev) {
+    if (e.value("type", "") == "node_down") seen_down = true;
+    if (seen_down && e.value("type", "") == "candidate_result") ran_after = true;
+  }
+  EXPECT_TRUE(ran_after) << "candidates still finish after the node is gone";
+  for (const auto& p : programs_of(run_dir)) {
+    EXPECT_NE(p.status, "pending") << p.id;
+    EXPECT_NE(p.failure_cause.value_or(""), "node_down") << p.id << ": a device was left, so it ran there";
+  }
+  const auto summary = nlohmann::json::parse(slurp(run_dir / "summary.json"));
+  EXPECT_TRUE(summary.value("success", false)) << summary.dump(2);
+}
+
+TEST(Nodes, AWrongSecretIsOneLineExitTwoAndNoRunDirectory) {
+  scratch s;
+  node_process a(s, "nodeA", "the-node-has-this-secret-123");
+  auto r = run({"--strategy", "cpu", "--kernel-dir", source("examples/optimize_01_matvec"), "--run-dir",
+                (s.dir / "runs").string(), "--node", a.address()},
+               {{"KAGENT_NODE_SECRET", "the-run-has-another-one-456"}});
+  EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+  EXPECT_NE(r.err.find("node " + a.address() + " refused this run: authentication failed"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("the-run-has-another-one"), std::string::npos) << "the secret is never printed";
+  EXPECT_EQ(r.err.find("the-node-has-this-secret"), std::string::npos);
+  EXPECT_TRUE(run_dirs(s.dir / "runs").empty()) << "no run directory for a run that never started";
+  EXPECT_NE(slurp(a.log).find("wrong secret"), std::string::npos) << slurp(a.log);
+  EXPECT_EQ(slurp(a.log).find("the-run-has-another-one"), std::string::npos);
+}
+
+TEST(Nodes, ARunWithoutTheSecretOrWithANodeNobodyServesIsOneLine) {
+  scratch s;
+  const auto matvec = source("examples/optimize_01_matvec");
+  auto none = run({"--strategy", "cpu", "--kernel-dir", matvec, "--run-dir", (s.dir / "runs").string(), "--node",
+                   "127.0.0.1:1"},
+                  {{"KAGENT_NODE_SECRET", secret}});
+  EXPECT_EQ(none.exit_code, 2) << none.err;
+  EXPECT_NE(none.err.find("node 127.0.0.1:1: cannot connect"), std::string::npos) << none.err;
+  auto unset = run({"--strategy", "cpu", "--kernel-dir", matvec, "--run-dir", (s.dir / "runs").string(), "--node",
+                    "127.0.0.1:1"},
+                   {{"KAGENT_NODE_SECRET", ""}});
+  EXPECT_EQ(unset.exit_code, 2);
+  EXPECT_NE(unset.err.find("KAGENT_NODE_SECRET is not set"), std::string::npos) << unset.err;
+  auto bad = run({"--strategy", "cpu", "--kernel-dir", matvec, "--node", "gpu-node-1"}, {{"KAGENT_NODE_SECRET", secret}});
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("--node 'gpu-node-1': no port (expected HOST:PORT"), std::string::npos) << bad.err;
+  EXPECT_TRUE(run_dirs(s.dir / "runs").empty());
+}
+
+TEST(Nodes, ANodeWithoutDevicesDoesNotStartAndSaysWhy) {
+  scratch s;
+  // The nvidia strategy on a host whose nvidia-smi lists nothing: the node's own selection finds no
+  // device, so it offers none and does not listen.
+  auto r = run({"serve", "--listen", "127.0.0.1:0", "--strategy", "nvidia"},
+               {{"KAGENT_NODE_SECRET", secret}, {"PATH", "/usr/bin:/bin"}, {"CUDA_VISIBLE_DEVICES", ""}});
+  EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+  EXPECT_NE(r.err.find("kagent-actors: error:"), std::string::npos) << r.err;
+  EXPECT_EQ(r.out.find("listening"), std::string::npos) << r.out;
+}
