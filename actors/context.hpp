@@ -57,7 +57,10 @@ struct run_context {
   std::string inject_fault;             ///< KAGENT_INJECT_FAULT (see README "Fault injection")
   std::string sandbox_mode;             ///< resolved at start-up: "bwrap", "rlimits" or "off" (docs/sandbox.md)
   std::string sandbox_warning;          ///< why it fell back to rlimits ("" when it did not)
-  std::vector<remote_device> remote_devices;  ///< the nodes' devices (their ids are in device_ids too)
+  std::vector<remote_device> remote_devices;  ///< the nodes' devices reached at start (ids in device_ids too)
+  /// Every node the run names (HOST:PORT) with its gatekeeper as the start found it (invalid: not
+  /// reached yet). The manager keeps a link to each: a node that is lost or late joins when it answers.
+  std::vector<std::pair<std::string, caf::actor>> node_gatekeepers;
 
   /// "gpu1" for a device of this node, "node-a/gpu0" for a node's.
   std::string device_label(int id) const;

@@ -17,12 +17,12 @@ using deadline_atom = caf::atom_constant<caf::atom("deadline")>;
 } // namespace
 
 caf::behavior gpu_worker_actor(caf::stateful_actor<gpu_worker_state>* self, context_ptr ctx, int /*worker_index*/,
-                               int device_id, llm_api llm, caf::actor manager) {
-  return self->state.start(self, std::move(ctx), device_id, std::move(llm), std::move(manager));
+                               int device_id, llm_api llm, caf::actor manager, device_actor_type remote) {
+  return self->state.start(self, std::move(ctx), device_id, std::move(llm), std::move(manager), std::move(remote));
 }
 
 caf::behavior gpu_worker_state::start(caf::stateful_actor<gpu_worker_state>* self, context_ptr ctx, int device_id,
-                                      llm_api llm, caf::actor manager) {
+                                      llm_api llm, caf::actor manager, device_actor_type remote) {
   install_exception_handler(self, "gpu_worker");
   self_ = self;
   ctx_ = std::move(ctx);
@@ -31,9 +31,9 @@ caf::behavior gpu_worker_state::start(caf::stateful_actor<gpu_worker_state>* sel
   manager_ = std::move(manager);
   // Detached: the device actor blocks on child processes and must not hold a scheduler thread. Linked:
   // if this worker dies it goes with it (and its children with it).
-  if (const auto* remote = ctx_->remote(device_id))
+  if (remote)
     // A node's device: the relay ends (and this worker with it) when the node is lost.
-    device_ = self->spawn<caf::linked>(remote_device_actor, remote->handle, ctx_->run_path);
+    device_ = self->spawn<caf::linked>(remote_device_actor, remote, ctx_->run_path);
   else
     device_ = self->spawn<caf::detached + caf::linked>(device_actor, ctx_, device_id);
   self->set_down_handler([this](caf::down_msg& dm) { on_candidate_down(dm); });

@@ -24,7 +24,7 @@ public:
   static inline const char* name = "gpu_worker";
 
   caf::behavior start(caf::stateful_actor<gpu_worker_state>* self, context_ptr ctx, int device_id, llm_api llm,
-                      caf::actor manager);
+                      caf::actor manager, device_actor_type remote);
 
 private:
   caf::result<candidate_result> run_candidate(const candidate_spec& in);
@@ -60,6 +60,6 @@ private:
 
 /// One per device. Answers candidate_spec with candidate_result.
 caf::behavior gpu_worker_actor(caf::stateful_actor<gpu_worker_state>* self, context_ptr ctx, int worker_index,
-                               int device_id, llm_api llm, caf::actor manager);
+                               int device_id, llm_api llm, caf::actor manager, device_actor_type remote);
 
 } // namespace kagent

@@ -10,6 +10,7 @@
 #include "actors/analysis.hpp"
 #include "actors/gpu_worker.hpp"
 #include "actors/llm_client.hpp"
+#include "actors/node.hpp"
 #include "actors/reporter.hpp"
 #include "platform/common/stop.hpp"
 #include "platform/gpu/specs.hpp"
@@ -32,8 +33,9 @@ std::chrono::milliseconds seconds_ms(double s) { return std::chrono::millisecond
 } // namespace
 
 gpu_worker_factory real_gpu_workers(context_ptr ctx) {
-  return [ctx](caf::event_based_actor* manager, int worker_index, int device_id, llm_api llm) {
-    return manager->spawn(gpu_worker_actor, ctx, worker_index, device_id, llm, caf::actor{manager});
+  return [ctx](caf::event_based_actor* manager, int worker_index, int device_id, llm_api llm,
+                device_actor_type remote) {
+    return manager->spawn(gpu_worker_actor, ctx, worker_index, device_id, llm, caf::actor{manager}, remote);
   };
 }
 
@@ -49,6 +51,10 @@ caf::behavior manager_state::start(caf::stateful_actor<manager_state>* self, con
   ctx_ = std::move(ctx);
   waiter_ = std::move(waiter);
   make_worker_ = std::move(workers);
+  for (const auto& d : ctx_->remote_devices) {
+    remotes_[d.id] = d;
+    next_remote_id_ = std::max(next_remote_id_, d.id + 1);
+  }
   run_path_ = fs::path(ctx_->run_path);
   db_ = std::make_unique<store::program_db>(store::program_db::open(run_path_ / "program.db"));
   default_model_ = ctx_->cfg.llm.model.empty() ? ctx_->cfg.openai_model : ctx_->cfg.llm.model;
@@ -88,6 +94,10 @@ caf::behavior manager_state::start(caf::stateful_actor<manager_state>* self, con
         // Usage of one LLM call (after its retries), from the llm_client.
         db_->record_llm_call(c);
       },
+      [this](const node_joined& j) { on_node_joined(j); },
+      [this](const node_refused& r) {
+        if (!finished_) emit(event_kind::note, {{"what", "node " + r.node + " refused this run (trying again): " + r.reason}});
+      },
   };
 }
 
@@ -95,6 +105,9 @@ caf::behavior manager_state::start(caf::stateful_actor<manager_state>* self, con
 
 void manager_state::on_start() {
   for (size_t k = 0; k < workers_.size(); ++k) spawn_worker(k);
+  for (const auto& [address, gatekeeper] : ctx_->node_gatekeepers)
+    node_links_.push_back(self_->spawn<caf::detached + caf::linked>(node_link_actor, ctx_, address, gatekeeper,
+                                                                    run_path_.filename().string(), caf::actor{self_}));
   emit(event_kind::run_start, {{"strategy", ctx_->cfg.name}, {"search", ledger_->strategy().name()},
                      {store::state_key::kernel_dir, ctx_->kernel_dir}, {"vendor", ctx_->vendor},
                      {"devices", ctx_->device_ids}, {"gpu_name", ctx_->gpu_name},
@@ -106,10 +119,20 @@ void manager_state::on_start() {
                               {"endpoint", ctx_->llm_chosen.endpoint}, {"reason", ctx_->llm_chosen.reason},
                               {"key_env", ctx_->llm_chosen.key_env}}},
                      {"llm_models", llm_models_json()},
-                     {"sandbox_warning", ctx_->sandbox_warning}});
+                     {"sandbox_warning", ctx_->sandbox_warning}, {"device_labels", device_labels()}});
   for (const auto& n : ctx_->notes) emit(event_kind::note, {{"what", n}});
   db_->set_states({{store::state_key::status, "running"}, {store::state_key::kernel_dir, ctx_->kernel_dir},
                    {store::state_key::strategy_name, ctx_->cfg.name}});
+  if (!ctx_->remote_devices.empty()) {
+    // program.db names the node of every gpu_id (a resumed run's ids may name other nodes' devices).
+    auto labels = nlohmann::json::object();
+    if (auto before = db_->get_state(store::state_key::device_labels)) {
+      auto j = nlohmann::json::parse(*before, nullptr, false);
+      if (j.is_object()) labels = j;
+    }
+    labels.update(device_labels());
+    db_->set_state_json(store::state_key::device_labels, labels);
+  }
   if (ctx_->resume) {
     resumed_ = true;
     return resume();
@@ -395,6 +418,13 @@ void manager_state::on_analysis(const std::string& pid, kernel_analysis a, doubl
 
 // The device with the fewest candidates in flight (a slow node does not hold a round: it gets no more
 // than its share), never one whose node is lost.
+// {"<gpu id>": "node/gpuN"} for the nodes' devices of this session.
+nlohmann::json manager_state::device_labels() const {
+  auto j = nlohmann::json::object();
+  for (const auto& [id, d] : remotes_) j[std::to_string(id)] = label_of(id);
+  return j;
+}
+
 size_t manager_state::least_loaded() const {
   size_t k = workers_.size();
   for (size_t i = 0; i < workers_.size(); ++i)
@@ -587,7 +617,9 @@ dedup_answer manager_state::on_dedup(const dedup_query& q) {
 
 void manager_state::spawn_worker(size_t k) {
   auto& w = workers_[k];
-  w.actor = make_worker_(self_, static_cast<int>(k), w.device_id, llm_);
+  auto r = remotes_.find(w.device_id);
+  w.actor = make_worker_(self_, static_cast<int>(k), w.device_id, llm_,
+                         r == remotes_.end() ? device_actor_type{} : r->second.handle);
   self_->monitor(w.actor);
   if (w.mode == analysis_mode::synthetic) self_->send(w.actor, mode_atom::value, analysis_mode::synthetic);
 }
@@ -598,7 +630,7 @@ void manager_state::on_worker_down(const caf::down_msg& dm) {
   for (size_t k = 0; k < workers_.size(); ++k) {
     if (workers_[k].actor.address() != dm.source) continue;
     if (finished_) return;
-    if (ctx_->remote(workers_[k].device_id)) return on_node_lost(k, dm.reason);
+    if (remotes_.count(workers_[k].device_id)) return on_node_lost(k, dm.reason);
     emit(event_kind::error, {{"what", "gpu worker down"}, {"gpu_id", workers_[k].device_id}, {"reason", to_string(dm.reason)}});
     std::vector<candidate_result> lost;
     for (const auto& [id, c] : inflight_) {
@@ -628,7 +660,7 @@ void manager_state::on_worker_down(const caf::down_msg& dm) {
 void manager_state::on_node_lost(size_t k, const caf::error& reason) {
   auto& w = workers_[k];
   w.lost = true;
-  const auto label = ctx_->device_label(w.device_id);
+  const auto label = label_of(w.device_id);
   std::vector<candidate_spec> again;
   for (auto it = inflight_.begin(); it != inflight_.end();) {
     if (it->second.worker != static_cast<int>(k)) {
@@ -662,6 +694,37 @@ void manager_state::on_node_lost(size_t k, const caf::error& reason) {
     return;
   }
   for (auto it = again.rbegin(); it != again.rend(); ++it) queue_.push_front(*it);
+  pump();
+}
+
+std::string manager_state::label_of(int device_id) const {
+  auto it = remotes_.find(device_id);
+  return it == remotes_.end() ? "gpu" + std::to_string(device_id)
+                              : it->second.node + "/gpu" + std::to_string(it->second.node_device_id);
+}
+
+// A node's devices joined (late, or again after the node was lost): new slots with new ids, and the
+// queue goes to them at once.
+void manager_state::on_node_joined(const node_joined& j) {
+  if (finished_) return;
+  nlohmann::json labels = nlohmann::json::object();
+  for (const auto& d : j.devices) {
+    const int id = next_remote_id_++;
+    remotes_[id] = remote_device{id, j.node, d.device_id, d.name, d.handle};
+    workers_.push_back({caf::actor{}, id, 0, 0, analysis_mode::profiled, "", false});
+    spawn_worker(workers_.size() - 1);
+    labels[std::to_string(id)] = label_of(id);
+    emit(event_kind::node_up, {{"device", label_of(id)}, {"gpu_id", id}, {"name", d.name}, {"node", j.node},
+                               {"devices", std::count_if(workers_.begin(), workers_.end(),
+                                                         [](const worker_slot& s) { return !s.lost; })}});
+  }
+  auto stored = nlohmann::json::object();
+  if (auto before = db_->get_state(store::state_key::device_labels)) {
+    auto parsed = nlohmann::json::parse(*before, nullptr, false);
+    if (parsed.is_object()) stored = parsed;
+  }
+  stored.update(labels);
+  db_->set_state_json(store::state_key::device_labels, stored);
   pump();
 }
 
@@ -849,6 +912,7 @@ void manager_state::finish_now(bool success, const std::string& error) {
 void manager_state::shut_down(const run_finished& end) {
   for (auto& [pid, a] : analysts_) self_->send_exit(a, caf::exit_reason::user_shutdown);
   for (auto& w : workers_) self_->send_exit(w.actor, caf::exit_reason::user_shutdown);
+  for (auto& l : node_links_) self_->send_exit(l, caf::exit_reason::user_shutdown);
   self_->send_exit(llm_, caf::exit_reason::user_shutdown);
   self_->send_exit(reporter_, caf::exit_reason::user_shutdown);
   self_->send(waiter_, end);

@@ -33,8 +33,9 @@ namespace kagent {
 
 /// Spawns the gpu worker of one device for the manager (which monitors it). The run spawns
 /// gpu_worker_actor; the manager's protocol test spawns a scripted fake instead.
+/// `remote`: the device when it is another node's (invalid for one of this node's).
 using gpu_worker_factory = std::function<caf::actor(caf::event_based_actor* manager, int worker_index, int device_id,
-                                                    llm_api llm)>;
+                                                    llm_api llm, device_actor_type remote)>;
 
 /// The gpu workers of a real run: gpu_worker_actor, one per device.
 gpu_worker_factory real_gpu_workers(context_ptr ctx);
@@ -80,6 +81,7 @@ private:
   void dispatch(candidate_spec spec);
   double best_ms_now() const;
   size_t least_loaded() const;
+  nlohmann::json device_labels() const;
   // ---- results ------------------------------------------------------------------------------------
   void on_result(const candidate_result& res);
   void commit_result(const candidate_result& res, const candidate_spec& spec, const worker_slot& w,
@@ -93,6 +95,8 @@ private:
   void spawn_worker(size_t k);
   void on_worker_down(const caf::down_msg& dm);
   void on_node_lost(size_t k, const caf::error& reason);
+  void on_node_joined(const node_joined& j);
+  std::string label_of(int device_id) const;
   void on_profiling_failed(const profiling_failed& pf);
   caf::result<bool> interrupt(int sig);
   // ---- the end ------------------------------------------------------------------------------------
@@ -115,6 +119,9 @@ private:
   context_ptr ctx_;
   caf::actor waiter_;
   gpu_worker_factory make_worker_;
+  std::map<int, remote_device> remotes_;  ///< the nodes' devices of this session, by run-unique id
+  int next_remote_id_ = 100;
+  std::vector<caf::actor> node_links_;    ///< one per node the run names (actors/node.hpp)
   std::filesystem::path run_path_;
   std::unique_ptr<store::program_db> db_;
   std::unique_ptr<search::ledger> ledger_;           ///< the search's rules: plans, verdicts, rounds, resume

@@ -404,24 +404,29 @@ int serve_node(const serve_request& req) {
   return 0;
 }
 
-std::vector<remote_device> connect_nodes(caf::scoped_actor& self, const run_context& ctx, const std::string& run_id,
-                                         int first_id) {
-  std::vector<remote_device> out;
+std::vector<node_session> connect_nodes(caf::scoped_actor& self, const run_context& ctx, const std::string& run_id,
+                                        int first_id) {
+  std::vector<node_session> out;
   if (ctx.cfg.nodes.empty()) return out;
   auto& sys = self->home_system();
   const auto secret = node_secret_from_env();
-  run_setup setup{run_id, to_yaml(ctx.cfg), ctx.input_code, ctx.problem_code, ctx.test_code};
+  const run_setup setup{run_id, to_yaml(ctx.cfg), ctx.input_code, ctx.problem_code, ctx.test_code};
   int next = first_id;
   for (const auto& text : ctx.cfg.nodes) {
+    node_session session;
+    session.address = text;
     const auto addr = parse_node_address(text, "nodes:");
     auto gk = caf::openssl::remote_actor(sys, addr.host, addr.port);
     if (!gk && gk.error() == caf::sec::incompatible_application_ids)
       throw user_error(fmt::format("node {} runs another kagent-actors wire version (this one speaks kagent-wire-{}, "
                                    "kagent-actors {}): use the same version on both sides",
                                    text, wire_version, KAGENT_VERSION));
-    if (!gk)
-      throw user_error(fmt::format("node {}: cannot connect ({}); is `kagent-actors serve --listen {}` running there?",
-                                   text, sys.render(gk.error()), text));
+    if (!gk) {
+      session.unreachable = fmt::format("cannot connect ({}); is `kagent-actors serve --listen {}` running there?",
+                                        sys.render(gk.error()), text);
+      out.push_back(std::move(session));
+      continue;
+    }
     node_challenge challenge;
     if (auto err = ask_node(self, *gk, node_hello{wire_version, KAGENT_VERSION, host_name()}, challenge,
                             std::chrono::seconds(30));
@@ -441,9 +446,95 @@ std::vector<remote_device> connect_nodes(caf::scoped_actor& self, const run_cont
     std::vector<node_device> devices;
     if (auto err = ask_node(self, *gk, setup, devices, std::chrono::seconds(120)); !err.empty())
       throw user_error(fmt::format("node {} could not open this run: {}", text, err));
-    for (const auto& d : devices) out.push_back({next++, offer.node_name, d.device_id, d.name, d.handle});
+    session.gatekeeper = *gk;
+    for (const auto& d : devices) session.devices.push_back({next++, offer.node_name, d.device_id, d.name, d.handle});
+    out.push_back(std::move(session));
   }
   return out;
+}
+
+namespace {
+
+using connect_atom = caf::atom_constant<caf::atom("connect")>;
+
+struct node_link_state {
+  caf::actor gatekeeper;
+  bool connecting = false;
+};
+
+} // namespace
+
+caf::behavior node_link_actor(caf::event_based_actor* self, context_ptr ctx, std::string address,
+                              caf::actor gatekeeper, std::string run_id, caf::actor manager) {
+  auto st = std::make_shared<node_link_state>();
+  auto retry = [self](std::chrono::seconds after) { self->delayed_send(self, after, connect_atom::value); };
+  auto refused = [self, manager, address, retry](const std::string& why) {
+    self->send(manager, node_refused{address, why});
+    retry(std::chrono::seconds(10));
+  };
+  if (gatekeeper) {
+    st->gatekeeper = gatekeeper;
+    self->monitor(gatekeeper);
+  } else {
+    retry(std::chrono::seconds(0));
+  }
+  self->set_down_handler([st, retry](caf::down_msg& dm) {
+    if (st->gatekeeper && dm.source == st->gatekeeper.address()) {
+      st->gatekeeper = caf::actor{};
+      retry(std::chrono::seconds(1));
+    }
+  });
+  return {
+      [=](connect_atom) {
+        if (st->gatekeeper || st->connecting) return;
+        std::string secret;
+        node_address addr;
+        try {
+          secret = node_secret_from_env();
+          addr = parse_node_address(address, "nodes:");
+        } catch (const std::exception&) {
+          return;  // checked at start: cannot happen
+        }
+        // Blocks this (detached) actor's own thread, at most about one heartbeat interval.
+        auto gk = caf::openssl::remote_actor(self->home_system(), addr.host, addr.port);
+        if (!gk) return retry(std::chrono::seconds(2));
+        st->connecting = true;
+        auto node = *gk;
+        const auto proof_for = [secret, self](const std::string& nonce) {
+          return node_proof(secret, nonce, to_string(self->home_system().node()), wire_version);
+        };
+        auto failed = [st, refused](caf::error& e) {
+          st->connecting = false;
+          refused(reason_of(e));
+        };
+        self->request(node, std::chrono::seconds(30), node_hello{wire_version, KAGENT_VERSION, host_name()})
+            .then(
+                [=](const node_challenge& c) {
+                  self->request(node, std::chrono::seconds(30), node_auth{proof_for(c.nonce)})
+                      .then(
+                          [=](const node_offer& o) {
+                            if (o.platform != ctx->cfg.platform.verifier || o.devices.empty()) {
+                              st->connecting = false;
+                              return refused(o.devices.empty() ? "it offers no device"
+                                                               : "it serves the " + o.platform + " platform");
+                            }
+                            const run_setup setup{run_id, to_yaml(ctx->cfg), ctx->input_code, ctx->problem_code,
+                                                  ctx->test_code};
+                            self->request(node, std::chrono::seconds(120), setup)
+                                .then(
+                                    [=](const std::vector<node_device>& devices) {
+                                      st->connecting = false;
+                                      st->gatekeeper = node;
+                                      self->monitor(node);
+                                      self->send(manager, node_joined{o.node_name, devices});
+                                    },
+                                    failed);
+                          },
+                          failed);
+                },
+                failed);
+      },
+  };
 }
 
 device_actor_type::behavior_type remote_device_actor(device_actor_type::pointer self, device_actor_type remote,

@@ -40,13 +40,29 @@ struct serve_request {
 /// kagent-actors serve: publishes the gatekeeper and serves until SIGINT/SIGTERM. Returns the exit code.
 int serve_node(const serve_request& req);
 
+/// A node of the run as the start found it.
+struct node_session {
+  std::string address;              ///< HOST:PORT as the run names it
+  caf::actor gatekeeper;            ///< invalid when it could not be reached
+  std::vector<remote_device> devices;
+  std::string unreachable;          ///< why it could not be reached ("" when it was)
+};
+
 /// Connects to every node of ctx.cfg.nodes, proves the secret, opens the run there, and returns the
 /// nodes' devices with run-unique ids (from `first_id`). `owner` opens the runs: a node ends its run
-/// when the owner is gone, so it must live as long as the run. Throws user_error with one line when
-/// a node cannot be reached, refuses (wrong secret, other wire version, other platform) or offers no
-/// device.
-std::vector<remote_device> connect_nodes(caf::scoped_actor& owner, const run_context& ctx, const std::string& run_id,
-                                         int first_id);
+/// when the owner is gone, so it must live as long as the run. A node that cannot be reached is
+/// returned as such (it may join later). Throws user_error with one line when a node refuses (wrong
+/// secret, other wire version, other platform) or offers no device.
+std::vector<node_session> connect_nodes(caf::scoped_actor& owner, const run_context& ctx, const std::string& run_id,
+                                        int first_id);
+
+/// One per node of the run, on the manager's node (detached: connecting blocks its thread). It watches
+/// the node's gatekeeper (`gatekeeper`, invalid when the start could not reach it) and, whenever the
+/// node is not or no longer there, tries again every 2 s while the run lasts: a node that answers
+/// proves the secret, opens the run again and its devices join (node_joined to `manager`); a refusal
+/// is node_refused (and another try after 10 s). It owns the runs it opens on the node.
+caf::behavior node_link_actor(caf::event_based_actor* self, context_ptr ctx, std::string address,
+                              caf::actor gatekeeper, std::string run_id, caf::actor manager);
 
 /// The manager's side of a node's device: forwards the device protocol, writes the files the node sent
 /// back into the request's work_dir, and ends with the link's reason when the node is lost.

@@ -373,12 +373,24 @@ run_outcome run_optimization(const run_request& req) {
   // The nodes' devices join before the run directory exists: a node that cannot be reached or refuses
   // this run is one line and no run (a resumed run reconnects to the nodes its config names).
   caf::scoped_actor node_owner{sys};  // the nodes end this run's devices when it is gone
-  ctx->remote_devices = connect_nodes(node_owner, *ctx, hint, 100);
-  for (const auto& d : ctx->remote_devices) {
-    ctx->device_ids.push_back(d.id);
-    ctx->device_names.push_back(d.name);
-    ctx->notes.push_back(fmt::format("device {}: {} on node {}", ctx->device_label(d.id), d.name, d.node));
+  std::vector<std::string> unreachable;
+  for (auto& session : connect_nodes(node_owner, *ctx, hint, 100)) {
+    ctx->node_gatekeepers.emplace_back(session.address, session.gatekeeper);
+    if (!session.unreachable.empty()) {
+      unreachable.push_back("node " + session.address + ": " + session.unreachable);
+      ctx->notes.push_back("node " + session.address + " is not there yet (" + session.unreachable +
+                           "): its devices join the run when it answers");
+    }
+    for (const auto& d : session.devices) {
+      ctx->remote_devices.push_back(d);
+      ctx->device_ids.push_back(d.id);
+      ctx->device_names.push_back(d.name);
+      ctx->notes.push_back(fmt::format("device {}: {} on node {}", ctx->device_label(d.id), d.name, d.node));
+    }
   }
+  // A run needs a device to start on; a node that is not there yet may join later.
+  if (ctx->device_ids.empty())
+    throw user_error(unreachable.empty() ? "no device for this run" : unreachable.front());
   auto rd = resuming ? store::run_directory::open_existing(req.resume_dir)
                      : store::run_directory::create(req.run_dir_base, hint, to_yaml(ctx->cfg));
   store::run_lock lock{rd.path()};

@@ -35,6 +35,7 @@ const char* to_string(event_kind k) {
     case event_kind::llm_call: return "llm_call";
     case event_kind::llm_retry: return "llm_retry";
     case event_kind::node_down: return "node_down";
+    case event_kind::node_up: return "node_up";
   }
   return "note";
 }
@@ -74,6 +75,8 @@ void register_messages(caf::actor_system_config& cfg) {
   cfg.add_message_type<run_setup>("kagent::run_setup");
   cfg.add_message_type<node_device>("kagent::node_device");
   cfg.add_message_type<std::vector<node_device>>("std::vector<kagent::node_device>");
+  cfg.add_message_type<node_joined>("kagent::node_joined");
+  cfg.add_message_type<node_refused>("kagent::node_refused");
   cfg.add_message_type<analyze_parent>("kagent::analyze_parent");
   cfg.add_message_type<dedup_query>("kagent::dedup_query");
   cfg.add_message_type<dedup_answer>("kagent::dedup_answer");

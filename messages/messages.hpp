@@ -201,6 +201,17 @@ struct node_device {
   std::string name;
   device_actor_type handle;
 };
+/// From a node's link (actors/node.hpp) to the manager: the node's devices joined the run, late or
+/// again after the node was lost (the devices of a node reached at start are in the run's context).
+struct node_joined {
+  std::string node;
+  std::vector<node_device> devices;
+};
+/// From a node's link to the manager: the node answered but refused the run (it keeps trying).
+struct node_refused {
+  std::string node;
+  std::string reason;
+};
 /// Supervision message to the manager: a profiler pass failed on `gpu_id`.
 struct profiling_failed {
   int32_t gpu_id = -1;
@@ -296,7 +307,7 @@ struct parent_analysis {
 enum class event_kind : uint8_t {
   run_start, note, error, initial_step, initial, resume, round_start, round_end, analysis_start, analysis,
   candidate_start, candidate_result, concurrency, profiling_failed, mode_change, interrupted, run_end, llm_call,
-  llm_retry, node_down,
+  llm_retry, node_down, node_up,
 };
 /// The name written to events.jsonl ("run_start", "candidate_result", ...).
 const char* to_string(event_kind k);
@@ -625,6 +636,14 @@ typename I::result_type inspect(I& f, run_setup& x) {
 template <class I>
 typename I::result_type inspect(I& f, node_device& x) {
   return f(caf::meta::type_name("node_device"), x.device_id, x.name, x.handle);
+}
+template <class I>
+typename I::result_type inspect(I& f, node_joined& x) {
+  return f(caf::meta::type_name("node_joined"), x.node, x.devices);
+}
+template <class I>
+typename I::result_type inspect(I& f, node_refused& x) {
+  return f(caf::meta::type_name("node_refused"), x.node, x.reason);
 }
 
 } // namespace kagent

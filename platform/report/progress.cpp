@@ -34,9 +34,14 @@ std::optional<int> gpu_of(const nlohmann::json& p) {
   return static_cast<int>(*v);
 }
 
-std::string gpu_label(const nlohmann::json& p) {
+std::string gpu_name_of(const progress_state& st, int g) {
+  auto it = st.labels.find(g);
+  return it != st.labels.end() ? it->second : fmt::format("gpu{}", g);
+}
+
+std::string gpu_label(const progress_state& st, const nlohmann::json& p) {
   auto g = gpu_of(p);
-  return g ? fmt::format("gpu{}", *g) : std::string("gpu?");
+  return g ? gpu_name_of(st, *g) : std::string("gpu?");
 }
 
 std::string speedup_suffix(const progress_state& st) {
@@ -49,7 +54,7 @@ std::string modes_text(const progress_state& st, bool compact) {
   std::map<std::string, int> per_mode;
   for (const auto& [gpu, mode] : st.modes) {
     if (mode.empty() || mode == "profiled") continue;
-    parts.push_back(fmt::format("gpu{}: {}", gpu, mode));
+    parts.push_back(fmt::format("{}: {}", gpu_name_of(st, gpu), mode));
     ++per_mode[mode];
   }
   if (parts.empty()) return "";
@@ -106,6 +111,16 @@ void update(progress_state& st, const std::string& type, const nlohmann::json& p
                     p["num_workers_auto"].get<bool>();
     note_best(st, p, "initial_ms");
     if (auto v = positive_ms(p, "initial_ms")) st.initial_ms = v;
+    if (p.is_object() && p.contains("device_labels") && p["device_labels"].is_object())
+      for (const auto& [id, label] : p["device_labels"].items())
+        if (label.is_string() && !id.empty() && id.find_first_not_of("0123456789") == std::string::npos && id.size() < 9)
+          st.labels[std::stoi(id)] = label.get<std::string>();
+  } else if (type == "node_down") {
+    ++st.devices_lost;
+  } else if (type == "node_up") {
+    // A node's devices joined: late, or again after it was lost (with new ids).
+    if (auto g = gpu_of(p); g && !text_of(p, "device").empty()) st.labels[*g] = text_of(p, "device");
+    ++st.devices;
   } else if (type == "concurrency") {
     // num_workers: auto re-sized the pipelines in flight from measured LLM and device time.
     st.slots = static_cast<int>(int_or(p, "num_workers", st.slots));
@@ -231,6 +246,8 @@ std::string format_progress_line(const progress_state& st, double now_s, std::si
   parts.push_back(cands);
 
   parts.push_back("best " + format_ms(st.best_ms) + speedup_suffix(st));
+  if (st.devices_lost > 0)
+    parts.push_back(fmt::format("{} of {} device{} lost", st.devices_lost, st.devices, st.devices == 1 ? "" : "s"));
 
   const char* what = st.gpu ? "GPU" : "device";
   if (auto busy = st.gpu_busy_pct(now_s)) parts.push_back(fmt::format("{} {:.0f}%", what, *busy));
@@ -305,7 +322,7 @@ std::optional<std::string> format_log_line(const progress_state& st, const std::
     const bool ok = p.is_object() && p.contains("ok") && p["ok"].is_boolean() && p["ok"].get<bool>();
     std::string who = text_of(p, "candidate_id");
     if (who.empty()) who = "candidate";
-    if (gpu_of(p)) who += " (" + gpu_label(p) + ")";
+    if (gpu_of(p)) who += " (" + gpu_label(st, p) + ")";
     const bool new_best = p.is_object() && p.contains("new_best") && p["new_best"].is_boolean() && p["new_best"].get<bool>();
     if (ok)
       return say(fmt::format("{}: {}{}{}, best {}{} [{} ok, {} failed]", who, format_ms(positive_ms(p, "time_ms")),
@@ -324,14 +341,25 @@ std::optional<std::string> format_log_line(const progress_state& st, const std::
                            speedup_suffix(st),
                            text_of(p, "best_program_id").empty() ? "" : " by " + text_of(p, "best_program_id")) +
                " | " + format_progress_line(st, t_s));
+  if (type == "node_up")
+    return say(fmt::format("{} joined the run ({})", text_of(p, "device").empty() ? gpu_label(st, p) : text_of(p, "device"),
+                           text_of(p, "name").empty() ? "?" : text_of(p, "name")) +
+               " | " + format_progress_line(st, t_s));
+  if (type == "node_down")
+    return say(fmt::format("{} lost with its node ({}): {} candidate{} back in the queue, {} device{} left",
+                           text_of(p, "device").empty() ? gpu_label(st, p) : text_of(p, "device"),
+                           one_line(text_of(p, "reason"), 120), int_or(p, "requeued", 0),
+                           int_or(p, "requeued", 0) == 1 ? "" : "s", int_or(p, "devices_left", 0),
+                           int_or(p, "devices_left", 0) == 1 ? "" : "s") +
+               " | " + format_progress_line(st, t_s));
   if (type == "mode_change") {
     std::string reason = text_of(p, "reason");
-    return say(fmt::format("{}: {} analysis from now on{}{}", gpu_label(p),
+    return say(fmt::format("{}: {} analysis from now on{}{}", gpu_label(st, p),
                            text_of(p, "mode").empty() ? "?" : text_of(p, "mode"), reason.empty() ? "" : ": ",
                            one_line(reason, 200)));
   }
   if (type == "profiling_failed")
-    return say(fmt::format("{}: profiling failed{}{}: {}", gpu_label(p),
+    return say(fmt::format("{}: profiling failed{}{}: {}", gpu_label(st, p),
                            text_of(p, "candidate_id").empty() ? "" : " for " + text_of(p, "candidate_id"),
                            text_of(p, "platform").empty() ? "" : " (" + text_of(p, "platform") + ")",
                            one_line(text_of(p, "reason"), 200)));
@@ -363,7 +391,7 @@ std::optional<std::string> format_log_line(const progress_state& st, const std::
   }
   if (!verbose) return std::nullopt;
   if (type == "candidate_start")
-    return say(fmt::format("{} started on {} (parent {})", text_of(p, "candidate_id"), gpu_label(p),
+    return say(fmt::format("{} started on {} (parent {})", text_of(p, "candidate_id"), gpu_label(st, p),
                            text_of(p, "parent_id").empty() ? "?" : text_of(p, "parent_id")));
   if (type == "llm_call")
     return say(fmt::format("LLM {} {}{} {}: {} in, {} out, {}", text_of(p, "purpose"), text_of(p, "model"),

@@ -55,6 +55,8 @@ struct progress_state {
   std::map<int, std::string> modes;  ///< gpu id -> analysis mode, from mode_change events
   int profiling_failures = 0;
   int errors = 0;
+  std::map<int, std::string> labels;  ///< gpu id -> "node/gpuN" for other nodes' devices (run_start.device_labels)
+  int devices_lost = 0;               ///< node_down events: devices whose node was lost
   std::string initial_step;       ///< the starting kernel's current step (initial_step events)
   bool finished = false;          ///< run_end seen
   bool success = false;           ///< run_end.success

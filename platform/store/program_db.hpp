@@ -45,6 +45,9 @@ inline constexpr const char* eager_ms = "eager_ms";          ///< JSON number or
 inline constexpr const char* compile_ms = "compile_ms";      ///< JSON number or null
 inline constexpr const char* initial_ms = "initial_ms";      ///< JSON number or null
 inline constexpr const char* analysis_mode = "analysis_mode";  ///< JSON {"<gpu id>": "profiled"|"synthetic"}
+/// JSON {"<gpu id>": "node/gpuN"}: the node of every program's gpu_id that is another node's device
+/// (many nodes); a gpu_id not named here is a device of the manager's own node.
+inline constexpr const char* device_labels = "device_labels";
 inline constexpr const char* diverged = "diverged";          ///< JSON array of program ids
 inline constexpr const char* next_candidate = "next_candidate";  ///< counter for candidate ids
 /// JSON array, one object per session of the run (the first and each --resume):

@@ -183,7 +183,7 @@ struct manager_case {
 
   gpu_worker_factory fakes() {
     auto l = log;
-    return [l](caf::event_based_actor* manager, int index, int, llm_api) {
+    return [l](caf::event_based_actor* manager, int index, int, llm_api, device_actor_type) {
       {
         std::lock_guard<std::mutex> g(l->m);
         ++l->spawned;

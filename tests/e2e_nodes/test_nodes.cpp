@@ -10,7 +10,9 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <fstream>
 #include <functional>
+#include <memory>
 #include <regex>
 #include <set>
 #include <thread>
@@ -55,9 +57,10 @@ struct node_process {
   pid_t pid = -1;
   fs::path log;
   int port = 0;
-  node_process(const scratch& s, const std::string& name, const std::string& node_secret = secret) {
+  node_process(const scratch& s, const std::string& name, const std::string& node_secret = secret, int on_port = 0) {
     log = s.dir / (name + ".log");
-    pid = spawn_logged({"serve", "--listen", "127.0.0.1:0", "--strategy", "cpu", "--name", name, "--scratch",
+    pid = spawn_logged({"serve", "--listen", "127.0.0.1:" + std::to_string(on_port), "--strategy", "cpu", "--name", name,
+                        "--scratch",
                         (s.dir / (name + "_scratch")).string()},
                        {{"KAGENT_NODE_SECRET", node_secret}}, log);
     const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(60);
@@ -217,8 +220,9 @@ TEST(Nodes, AWrongSecretIsOneLineExitTwoAndNoRunDirectory) {
 TEST(Nodes, ARunWithoutTheSecretOrWithANodeNobodyServesIsOneLine) {
   scratch s;
   const auto matvec = source("examples/optimize_01_matvec");
+  // Without devices of its own, a run whose only node is not there cannot start.
   auto none = run({"--strategy", "cpu", "--kernel-dir", matvec, "--run-dir", (s.dir / "runs").string(), "--node",
-                   "127.0.0.1:1"},
+                   "127.0.0.1:1", "--no-local-devices"},
                   {{"KAGENT_NODE_SECRET", secret}});
   EXPECT_EQ(none.exit_code, 2) << none.err;
   EXPECT_NE(none.err.find("node 127.0.0.1:1: cannot connect"), std::string::npos) << none.err;
@@ -242,4 +246,89 @@ TEST(Nodes, ANodeWithoutDevicesDoesNotStartAndSaysWhy) {
   EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
   EXPECT_NE(r.err.find("kagent-actors: error:"), std::string::npos) << r.err;
   EXPECT_EQ(r.out.find("listening"), std::string::npos) << r.out;
+}
+
+namespace {
+/// The events of the one run under `runs` so far.
+std::vector<nlohmann::json> events_so_far(const fs::path& runs) {
+  std::vector<nlohmann::json> out;
+  auto dirs = run_dirs(runs);
+  if (dirs.empty()) return out;
+  std::ifstream f(dirs.front() / "events.jsonl");
+  std::string line;
+  while (std::getline(f, line)) {
+    auto j = nlohmann::json::parse(line, nullptr, false);
+    if (j.is_object()) out.push_back(j);
+  }
+  return out;
+}
+
+int count_events(const std::vector<nlohmann::json>& ev, const std::string& type) {
+  int n = 0;
+  for (const auto& e : ev) n += e.value("type", "") == type;
+  return n;
+}
+
+bool wait_for(const std::function<bool()>& pred, double seconds) {
+  const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  while (std::chrono::steady_clock::now() < end) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return false;
+}
+} // namespace
+
+TEST(Nodes, ANodeNotThereAtStartJoinsWhenItAnswersAndRejoinsAfterAKill) {
+  scratch s;
+  const auto cfg = cpu_config(s, 2, 3);
+  int port = 0;
+  {
+    node_process probe(s, "probe");  // a free port for nodeA, which is not started yet
+    port = probe.port;
+    probe.stop();
+  }
+  const fs::path runs = s.dir / "runs";
+  const pid_t run_pid = spawn_logged({"--strategy", cfg, "--kernel-dir", source("examples/optimize_01_matvec"),
+                                      "--run-dir", runs.string(), "--node", "127.0.0.1:" + std::to_string(port)},
+                                     {{"KAGENT_NODE_SECRET", secret}, {"KAGENT_REPLAY_DELAY_S", "2"}},
+                                     s.dir / "run.log");
+  ASSERT_TRUE(wait_for([&] { return count_events(events_so_far(runs), "candidate_start") > 0; }, 180))
+      << "the run starts on its own device:\n" << slurp(s.dir / "run.log");
+  bool said = false;
+  for (const auto& e : events_so_far(runs))
+    said |= e.value("type", "") == "note" && e.value("what", "").find("is not there yet") != std::string::npos;
+  EXPECT_TRUE(said) << "the start says which node is missing";
+
+  auto node = std::make_unique<node_process>(s, "nodeA", secret, port);
+  auto joined_and_used = [&](int joins) {
+    const auto ev = events_so_far(runs);
+    std::set<int> joined_ids;
+    for (const auto& e : ev)
+      if (e.value("type", "") == "node_up" && e.value("device", "") == "nodeA/gpu0") joined_ids.insert(e.value("gpu_id", -1));
+    if (static_cast<int>(joined_ids.size()) < joins) return false;
+    const int newest = *joined_ids.rbegin();
+    for (const auto& e : ev)
+      if (e.value("type", "") == "candidate_start" && e.value("gpu_id", -1) == newest) return true;
+    return false;
+  };
+  ASSERT_TRUE(wait_for([&] { return joined_and_used(1); }, 120))
+      << "a late node joins and takes candidates:\n" << slurp(s.dir / "run.log") << slurp(node->log);
+  node->kill9();
+  ASSERT_TRUE(wait_for([&] { return count_events(events_so_far(runs), "node_down") == 1; }, 60));
+  node = std::make_unique<node_process>(s, "nodeA", secret, port);
+  ASSERT_TRUE(wait_for([&] { return joined_and_used(2); }, 120))
+      << "a node that is back rejoins, under a new id:\n" << slurp(s.dir / "run.log") << slurp(node->log);
+
+  int status = 0;
+  ASSERT_EQ(::waitpid(run_pid, &status, 0), run_pid);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0) << slurp(s.dir / "run.log");
+  const auto run_dir = run_dirs(runs).front();
+  for (const auto& p : programs_of(run_dir)) EXPECT_NE(p.status, "pending") << p.id;
+  // program.db names the node of every gpu_id that was a node's device.
+  auto db = kagent::store::program_db::open(run_dir / "program.db", kagent::store::program_db::mode::read_only);
+  const auto labels = nlohmann::json::parse(db.get_state("device_labels").value_or("{}"));
+  EXPECT_EQ(labels.size(), 2u) << labels.dump();
+  for (const auto& [id, label] : labels.items()) EXPECT_EQ(label, "nodeA/gpu0") << id;
 }

@@ -69,7 +69,7 @@ struct actor_case {
   }
   void start() {
     manager = sys.spawn(recorder);
-    profiler = sys.spawn(gpu_worker_actor, context_ptr(ctx), 0, device_id, llm_api{}, manager);
+    profiler = sys.spawn(gpu_worker_actor, context_ptr(ctx), 0, device_id, llm_api{}, manager, device_actor_type{});
   }
   ~actor_case() {
     self->send_exit(profiler, caf::exit_reason::user_shutdown);

@@ -184,6 +184,27 @@ TEST(ProgressLine, ManySyntheticGpusAreCountedAndTheLineStaysWithin120Columns) {
   EXPECT_LE(narrow.size(), 60u);
 }
 
+TEST(ProgressLine, ANodesDevicesGoByTheirNamesAndALostNodeIsCounted) {
+  progress_state st;
+  update(st, "run_start", {{"strategy", "cpu"}, {"devices", {0, 100, 101}}, {"max_rounds", 2},
+                           {"device_labels", {{"100", "nodeA/gpu0"}, {"101", "nodeB/gpu0"}, {"x", "junk"}}}}, 1000);
+  update(st, "round_start", {{"round", 1}, {"max_rounds", 2}, {"candidates", 3}}, 1001);
+  auto started = format_log_line(st, "candidate_start", {{"candidate_id", "r1_c1"}, {"gpu_id", 100}, {"parent_id", "initial"}},
+                                 1002, true);
+  ASSERT_TRUE(started);
+  EXPECT_THAT(*started, HasSubstr("r1_c1 started on nodeA/gpu0"));
+  const json down = {{"device", "nodeA/gpu0"}, {"gpu_id", 100}, {"reason", "remote_link_unreachable"}, {"requeued", 1},
+                     {"devices_left", 2}};
+  update(st, "node_down", down, 1010);
+  auto line = format_log_line(st, "node_down", down, 1010, false);
+  ASSERT_TRUE(line) << "a lost node is said even without --verbose";
+  EXPECT_THAT(*line, HasSubstr("nodeA/gpu0 lost with its node (remote_link_unreachable): 1 candidate back in the queue, "
+                               "2 devices left"));
+  EXPECT_THAT(format_progress_line(st, 1020), HasSubstr("1 of 3 devices lost"));
+  update(st, "mode_change", {{"gpu_id", 101}, {"mode", "synthetic"}}, 1030);
+  EXPECT_THAT(format_progress_line(st, 1040, 200), HasSubstr("nodeB/gpu0: synthetic"));
+}
+
 TEST(ProgressLine, BestOnlyImprovesAndRunEndIsShown) {
   progress_state st;
   update(st, "initial", {{"initial_ms", 2.0}}, 0);
