@@ -332,3 +332,40 @@ TEST(Nodes, ANodeNotThereAtStartJoinsWhenItAnswersAndRejoinsAfterAKill) {
   EXPECT_EQ(labels.size(), 2u) << labels.dump();
   for (const auto& [id, label] : labels.items()) EXPECT_EQ(label, "nodeA/gpu0") << id;
 }
+
+TEST(Nodes, AManagerKilledMidRunResumesAgainstTheSameNodes) {
+  scratch s;
+  const auto cfg = cpu_config(s, 2, 2);
+  node_process a(s, "nodeA");
+  const fs::path runs = s.dir / "runs";
+  const pid_t run_pid = spawn_logged({"--strategy", cfg, "--kernel-dir", source("examples/optimize_01_matvec"),
+                                      "--run-dir", runs.string(), "--node", a.address()},
+                                     {{"KAGENT_NODE_SECRET", secret}, {"KAGENT_REPLAY_DELAY_S", "1.5"}},
+                                     s.dir / "run.log");
+  // Killed while candidates are in flight, one of them on the node.
+  ASSERT_TRUE(wait_for([&] {
+    for (const auto& e : events_so_far(runs))
+      if (e.value("type", "") == "candidate_start" && e.value("gpu_id", -1) == 100) return true;
+    return false;
+  }, 180)) << slurp(s.dir / "run.log");
+  ::kill(run_pid, SIGKILL);
+  int status = 0;
+  ::waitpid(run_pid, &status, 0);
+  const auto run_dir = run_dirs(runs).front();
+  // The node sees the manager's link go and ends that run: its files are gone.
+  ASSERT_TRUE(wait_for([&] { return slurp(a.log).find("run closed") != std::string::npos; }, 30)) << slurp(a.log);
+
+  auto resumed = run({"--resume", run_dir.string(), "-q"}, {{"KAGENT_NODE_SECRET", secret}});
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.out << resumed.err << slurp(a.log);
+  int opened = 0;
+  for (size_t at = 0; (at = slurp(a.log).find("opened", at)) != std::string::npos; ++at) ++opened;
+  EXPECT_EQ(opened, 2) << "the resumed run reconnected to the node its config.yaml names:\n" << slurp(a.log);
+  bool on_node_after_resume = false, resumed_seen = false;
+  for (const auto& e : events(run_dir)) {
+    if (e.value("type", "") == "resume") resumed_seen = true;
+    if (resumed_seen && e.value("type", "") == "candidate_start" && e.value("gpu_id", -1) >= 100) on_node_after_resume = true;
+  }
+  EXPECT_TRUE(on_node_after_resume) << "the resumed run uses the node again";
+  for (const auto& p : programs_of(run_dir)) EXPECT_NE(p.status, "pending") << p.id;
+  EXPECT_TRUE(nlohmann::json::parse(slurp(run_dir / "summary.json")).value("success", false));
+}
