@@ -453,6 +453,42 @@ std::vector<node_session> connect_nodes(caf::scoped_actor& self, const run_conte
   return out;
 }
 
+std::vector<node_query> query_nodes(const std::vector<std::string>& addresses) {
+  std::vector<node_query> out;
+  const auto secret = node_secret_from_env();
+  node_system_config cfg;
+  caf::actor_system sys{cfg};
+  caf::scoped_actor self{sys};
+  for (const auto& text : addresses) {
+    node_query q;
+    q.address = text;
+    const auto addr = parse_node_address(text, "--node");
+    auto gk = caf::openssl::remote_actor(sys, addr.host, addr.port);
+    if (!gk) {
+      q.error = gk.error() == caf::sec::incompatible_application_ids
+                    ? "it runs another kagent-actors wire version"
+                    : "cannot connect (" + sys.render(gk.error()) + ")";
+      out.push_back(std::move(q));
+      continue;
+    }
+    node_challenge challenge;
+    node_offer offer;
+    if (auto err = ask_node(self, *gk, node_hello{wire_version, KAGENT_VERSION, host_name()}, challenge,
+                            std::chrono::seconds(30));
+        !err.empty())
+      q.error = "refused: " + err;
+    else if (auto err2 = ask_node(self, *gk,
+                                  node_auth{node_proof(secret, challenge.nonce, to_string(sys.node()), wire_version)},
+                                  offer, std::chrono::seconds(30));
+             !err2.empty())
+      q.error = "refused: " + err2;
+    else
+      q.offer = std::move(offer);
+    out.push_back(std::move(q));
+  }
+  return out;
+}
+
 namespace {
 
 using connect_atom = caf::atom_constant<caf::atom("connect")>;

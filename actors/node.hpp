@@ -15,6 +15,7 @@
 // the node ends that run's device actors and deletes its scratch directory.
 #include <caf/all.hpp>
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -55,6 +56,15 @@ struct node_session {
 /// secret, other wire version, other platform) or offers no device.
 std::vector<node_session> connect_nodes(caf::scoped_actor& owner, const run_context& ctx, const std::string& run_id,
                                         int first_id);
+
+/// What a node offers (kagent-actors gpus --node): for each address, the node's offer after proving
+/// the secret, or the one-line reason it could not be had. Opens no run.
+struct node_query {
+  std::string address;
+  std::optional<node_offer> offer;
+  std::string error;
+};
+std::vector<node_query> query_nodes(const std::vector<std::string>& addresses);
 
 /// One per node of the run, on the manager's node (detached: connecting blocks its thread). It watches
 /// the node's gatekeeper (`gatekeeper`, invalid when the start could not reach it) and, whenever the

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
+#include "actors/node.hpp"
 #include "app/command.hpp"
 #include "platform/common/env.hpp"
 #include "platform/common/errors.hpp"
@@ -20,6 +21,7 @@ namespace kagent::app {
 namespace {
 
 struct gpus_options {
+  std::vector<std::string> nodes;
   std::string strategy;
   std::string platform;
   std::vector<int> gpu_ids;
@@ -51,8 +53,50 @@ nlohmann::ordered_json spec_json(const gpu_specs& s) {
 
 std::string or_dash(const std::string& s) { return s.empty() ? "-" : s; }
 
+/// What the nodes offer (a run with --node would add these devices), instead of this machine's.
+int run_node_gpus(const gpus_options& o) {
+  const auto answers = query_nodes(o.nodes);
+  bool all = true;
+  if (o.json) {
+    nlohmann::ordered_json j = nlohmann::ordered_json::array();
+    for (const auto& q : answers) {
+      nlohmann::ordered_json n;
+      n["address"] = q.address;
+      if (q.offer) {
+        n["node"] = q.offer->node_name;
+        n["platform"] = q.offer->platform;
+        n["vendor"] = q.offer->vendor.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(q.offer->vendor);
+        n["devices"] = nlohmann::ordered_json::array();
+        for (const auto& d : q.offer->devices)
+          n["devices"].push_back({{"id", d.device_id}, {"device", q.offer->node_name + "/gpu" + std::to_string(d.device_id)},
+                                  {"name", d.name}, {"gpu_name", d.gpu_name}});
+      } else {
+        n["error"] = q.error;
+        all = false;
+      }
+      j.push_back(n);
+    }
+    std::cout << nlohmann::ordered_json{{"nodes", j}}.dump(2) << "\n";
+    return all ? 0 : 2;
+  }
+  for (const auto& q : answers) {
+    if (!q.offer) {
+      std::cerr << "error: node " << q.address << ": " << q.error << "\n";
+      all = false;
+      continue;
+    }
+    std::cout << fmt::format("node {} ({}): {} platform, {} device(s)\n", q.offer->node_name, q.address,
+                             q.offer->platform, q.offer->devices.size());
+    for (const auto& d : q.offer->devices)
+      std::cout << fmt::format("  {}/gpu{}  {}{}\n", q.offer->node_name, d.device_id, or_dash(d.name),
+                               d.gpu_name.empty() ? "" : "  (" + d.gpu_name + ")");
+  }
+  return all ? 0 : 2;
+}
+
 int run_gpus(const gpus_options& o) {
   try {
+    if (!o.nodes.empty()) return run_node_gpus(o);
     selection_request req;
     std::string python = "python3";
     std::string configured_name;
@@ -176,6 +220,8 @@ const register_command gpus_command{"gpus", [](CLI::App& root, int& exit_code) {
   sub->add_option("--gpu-ids", opts->gpu_ids, "explicit device ids (skip detection), e.g. 0,1")->delimiter(',');
   sub->add_option("--python", opts->python, "interpreter whose directory is searched for amd-smi");
   sub->add_flag("--json", opts->json, "print JSON instead of a table");
+  sub->add_option("--node", opts->nodes, "HOST:PORT of a `kagent-actors serve` node: list what it offers instead "
+                  "(repeatable; KAGENT_NODE_SECRET)");
   sub->callback([opts, &exit_code] { exit_code = run_gpus(*opts); });
 }};
 

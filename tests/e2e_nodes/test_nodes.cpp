@@ -215,6 +215,19 @@ TEST(Nodes, AWrongSecretIsOneLineExitTwoAndNoRunDirectory) {
   EXPECT_TRUE(run_dirs(s.dir / "runs").empty()) << "no run directory for a run that never started";
   EXPECT_NE(slurp(a.log).find("wrong secret"), std::string::npos) << slurp(a.log);
   EXPECT_EQ(slurp(a.log).find("the-run-has-another-one"), std::string::npos);
+
+  // `gpus --node` lists what a node offers, to a manager that proves the secret only.
+  auto listed = run({"gpus", "--node", a.address()}, {{"KAGENT_NODE_SECRET", "the-node-has-this-secret-123"}});
+  EXPECT_EQ(listed.exit_code, 0) << listed.err;
+  EXPECT_NE(listed.out.find("node nodeA (" + a.address() + "): cpu platform, 1 device(s)"), std::string::npos) << listed.out;
+  EXPECT_NE(listed.out.find("nodeA/gpu0"), std::string::npos) << listed.out;
+  auto as_json = nlohmann::json::parse(
+      run({"gpus", "--node", a.address(), "--json"}, {{"KAGENT_NODE_SECRET", "the-node-has-this-secret-123"}}).out);
+  EXPECT_EQ(as_json["nodes"][0]["devices"][0]["device"], "nodeA/gpu0") << as_json.dump(2);
+  auto refused = run({"gpus", "--node", a.address()}, {{"KAGENT_NODE_SECRET", "the-run-has-another-one-456"}});
+  EXPECT_EQ(refused.exit_code, 2);
+  EXPECT_NE(refused.err.find("node " + a.address() + ": refused: authentication failed"), std::string::npos)
+      << refused.err;
 }
 
 TEST(Nodes, ARunWithoutTheSecretOrWithANodeNobodyServesIsOneLine) {
