@@ -5,6 +5,8 @@
 #include <caf/io/all.hpp>
 #include <caf/openssl/all.hpp>
 
+#include <openssl/pem.h>
+
 #include <fmt/format.h>
 #include <unistd.h>
 
@@ -21,6 +23,7 @@
 #include "actors/actors.hpp"
 #include "actors/device.hpp"
 #include "actors/runtime.hpp"
+#include "platform/common/env.hpp"
 #include "platform/common/errors.hpp"
 #include "platform/common/files.hpp"
 #include "platform/common/stop.hpp"
@@ -35,6 +38,18 @@ namespace {
 
 constexpr std::uintmax_t max_artifact_bytes = 8u << 20;   ///< one file; larger ones travel as a note
 constexpr std::uintmax_t max_reply_bytes = 48u << 20;     ///< all files of one reply
+
+/// Whether `path` holds a PEM private key that opens with `passphrase` (CAF would abort the process at
+/// the first connection otherwise).
+bool private_key_loads(const std::string& path, const std::string& passphrase) {
+  FILE* f = std::fopen(path.c_str(), "r");
+  if (!f) return false;
+  EVP_PKEY* key = PEM_read_PrivateKey(f, nullptr, nullptr, const_cast<char*>(passphrase.c_str()));
+  std::fclose(f);
+  if (!key) return false;
+  EVP_PKEY_free(key);
+  return true;
+}
 
 std::string host_name() {
   char buf[256] = {};
@@ -317,11 +332,11 @@ caf::behavior gatekeeper_actor(caf::stateful_actor<gatekeeper_state>* self, std:
 }
 
 struct node_system_config : caf::actor_system_config {
-  node_system_config() {
+  explicit node_system_config(const node_tls_config& tls) {
     set("scheduler.max-threads", std::max(2u, std::min(8u, std::thread::hardware_concurrency())));
     set("logger.verbosity", caf::atom("quiet"));
     register_messages(*this);
-    configure_links(*this);
+    configure_links(*this, tls);
   }
 };
 
@@ -356,9 +371,27 @@ std::string ask_node(caf::scoped_actor& self, const caf::actor& gk, const auto& 
 
 } // namespace
 
-void configure_links(caf::actor_system_config& cfg, double heartbeat_s, double timeout_s) {
+void configure_links(caf::actor_system_config& cfg, const node_tls_config& tls, double heartbeat_s, double timeout_s) {
   cfg.load<caf::io::middleman>();
   cfg.load<caf::openssl::manager>();
+  if (tls.enabled()) {
+    for (const auto& [what, path] : {std::pair{"certificate", tls.certificate}, {"key", tls.key}, {"cafile", tls.cafile}})
+      if (std::error_code ec; !fs::is_regular_file(path, ec))
+        throw user_error(fmt::format("node_tls.{} '{}': no such file (a PEM file is expected)", what, path));
+    std::string passphrase;
+    if (auto kept = scrubbed_secrets(); kept.count("KAGENT_NODE_KEY_PASSPHRASE"))
+      passphrase = kept.at("KAGENT_NODE_KEY_PASSPHRASE");
+    else if (const char* v = std::getenv("KAGENT_NODE_KEY_PASSPHRASE"))
+      passphrase = v;
+    if (!private_key_loads(tls.key, passphrase))
+      throw user_error(fmt::format("node_tls.key '{}': the private key does not load{}", tls.key,
+                                   passphrase.empty() ? " (encrypted? set KAGENT_NODE_KEY_PASSPHRASE)"
+                                                      : " with KAGENT_NODE_KEY_PASSPHRASE"));
+    cfg.openssl_certificate = tls.certificate;
+    cfg.openssl_key = tls.key;
+    cfg.openssl_cafile = tls.cafile;
+    cfg.openssl_passphrase = passphrase;
+  }
   using ms = std::chrono::milliseconds;
   cfg.set("middleman.heartbeat-interval", caf::timespan{ms{static_cast<long>(heartbeat_s * 1000)}});
   cfg.set("middleman.connection-timeout", caf::timespan{ms{static_cast<long>(timeout_s * 1000)}});
@@ -372,7 +405,7 @@ int serve_node(const serve_request& req) {
   const fs::path scratch = req.scratch.empty() ? fs::temp_directory_path() / fmt::format("kagent-node-{}", getpid())
                                                : fs::path(req.scratch);
   fs::create_directories(scratch);
-  node_system_config cfg;
+  node_system_config cfg{req.cfg.node_tls};
   caf::actor_system sys{cfg};
   auto auth = std::make_shared<node_auth_db>();
   // The gatekeeper learns its name once the port is known (a listener on port 0 takes any free one).
@@ -453,10 +486,10 @@ std::vector<node_session> connect_nodes(caf::scoped_actor& self, const run_conte
   return out;
 }
 
-std::vector<node_query> query_nodes(const std::vector<std::string>& addresses) {
+std::vector<node_query> query_nodes(const std::vector<std::string>& addresses, const node_tls_config& tls) {
   std::vector<node_query> out;
   const auto secret = node_secret_from_env();
-  node_system_config cfg;
+  node_system_config cfg{tls};
   caf::actor_system sys{cfg};
   caf::scoped_actor self{sys};
   for (const auto& text : addresses) {

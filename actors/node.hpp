@@ -29,7 +29,11 @@ namespace kagent {
 /// The link settings every process of a multi-node run uses: the middleman and CAF's openssl module
 /// (TLS; anonymous key exchange unless certificates are configured), heartbeats (a node that stops
 /// answering is lost after `timeout_s`), and the wire version as CAF's application identifier.
-void configure_links(caf::actor_system_config& cfg, double heartbeat_s = 1.0, double timeout_s = 10.0);
+/// With `tls` (node_tls in the config), both sides present a certificate signed by its cafile (mutual
+/// TLS); the files are checked first (one line naming the file, or the key that does not load with
+/// KAGENT_NODE_KEY_PASSPHRASE), since CAF would only fail at the first connection.
+void configure_links(caf::actor_system_config& cfg, const node_tls_config& tls = {}, double heartbeat_s = 1.0,
+                     double timeout_s = 10.0);
 
 struct serve_request {
   run_config cfg;        ///< the node's strategy: its platform and device rules
@@ -64,7 +68,7 @@ struct node_query {
   std::optional<node_offer> offer;
   std::string error;
 };
-std::vector<node_query> query_nodes(const std::vector<std::string>& addresses);
+std::vector<node_query> query_nodes(const std::vector<std::string>& addresses, const node_tls_config& tls = {});
 
 /// One per node of the run, on the manager's node (detached: connecting blocks its thread). It watches
 /// the node's gatekeeper (`gatekeeper`, invalid when the start could not reach it) and, whenever the

@@ -368,7 +368,7 @@ run_outcome run_optimization(const run_request& req) {
   // Destroyed after `sys`, so once every evaluator is gone.
   drop_inductor_caches inductor_guard;
   system_config cfg;
-  if (!ctx->cfg.nodes.empty()) configure_links(cfg);
+  if (!ctx->cfg.nodes.empty()) configure_links(cfg, ctx->cfg.node_tls);
   caf::actor_system sys{cfg};
   // The nodes' devices join before the run directory exists: a node that cannot be reached or refuses
   // this run is one line and no run (a resumed run reconnects to the nodes its config names).

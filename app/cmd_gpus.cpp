@@ -55,7 +55,8 @@ std::string or_dash(const std::string& s) { return s.empty() ? "-" : s; }
 
 /// What the nodes offer (a run with --node would add these devices), instead of this machine's.
 int run_node_gpus(const gpus_options& o) {
-  const auto answers = query_nodes(o.nodes);
+  const auto answers =
+      query_nodes(o.nodes, o.strategy.empty() ? node_tls_config{} : load_strategy(o.strategy, config_search_dirs()).node_tls);
   bool all = true;
   if (o.json) {
     nlohmann::ordered_json j = nlohmann::ordered_json::array();

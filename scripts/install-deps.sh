@@ -6,7 +6,7 @@ pkgs=(
   g++ cmake make pkg-config git ca-certificates
   libcaf-dev libyaml-cpp-dev nlohmann-json3-dev
   libboost-dev libboost-filesystem-dev libboost-iostreams-dev libssl-dev zlib1g-dev
-  libsqlite3-dev sqlite3 libcli11-dev libspdlog-dev libfmt-dev
+  libsqlite3-dev sqlite3 libcli11-dev libspdlog-dev libfmt-dev openssl
   libkainjow-mustache-dev libcsv-dev libgtest-dev libbenchmark-dev
   python3 python3-dev python3-venv python3-pip bubblewrap util-linux
   chromium

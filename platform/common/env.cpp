@@ -69,7 +69,7 @@ env_map scrub_env(const env_map& env, const std::vector<std::string>& patterns) 
 }
 
 const std::vector<std::string>& default_secret_patterns() {
-  static const std::vector<std::string> pats{"*_API_KEY", "*_TOKEN", "*SECRET*", "*_PASSWORD",
+  static const std::vector<std::string> pats{"*_API_KEY", "*_TOKEN", "*SECRET*", "*_PASSWORD", "*PASSPHRASE*",
                                              "AWS_*KEY*"};
   return pats;
 }

@@ -165,7 +165,7 @@ const std::vector<std::string> k_top_keys{
     "benchmark_repeat", "divergence_threshold", "target_platform", "roofline_config", "use_rag", "templates",
     "platform_kwargs", "test_timeout_s", "benchmark_timeout_s", "candidate_timeout_s", "profile_budget_s", "profile",
     "isolation", "compile_reference", "max_refine_attempts", "secret_env_patterns", "nodes", "local_devices", "llm", "python", "user_test",
-    "user_test_timeout_s", "dtype", "rtol", "atol", "sandbox", "max_kernel_bytes"};
+    "user_test_timeout_s", "dtype", "rtol", "atol", "sandbox", "max_kernel_bytes", "node_tls"};
 
 void read_platform(const reader& r, const YAML::Node& root, platform_spec& p) {
   const YAML::Node n = root["platform"];
@@ -366,6 +366,14 @@ run_config from_node(const YAML::Node& root, const std::string& origin) {
   double tol = 0;
   if (r.get_double(root, "", "rtol", tol, 0, limits::max_rtol)) c.rtol = tol;
   if (r.get_double(root, "", "atol", tol, 0, limits::max_atol)) c.atol = tol;
+  if (auto tls = r.section(root, "", "node_tls"); tls.IsMap()) {
+    r.only_keys(tls, "node_tls", {"certificate", "key", "cafile"});
+    r.get_string(tls, "node_tls", "certificate", c.node_tls.certificate);
+    r.get_string(tls, "node_tls", "key", c.node_tls.key);
+    r.get_string(tls, "node_tls", "cafile", c.node_tls.cafile);
+    if (c.node_tls.certificate.empty() || c.node_tls.key.empty() || c.node_tls.cafile.empty())
+      r.fail(tls, "node_tls needs certificate, key and cafile together (PEM files)");
+  }
   if (auto sb = r.section(root, "", "sandbox"); sb) {
     r.only_keys(sb, "sandbox", {"mode", "memory_mb", "max_processes", "max_file_mb", "max_cpu_s"});
     r.get_choice(sb, "sandbox", "mode", c.sandbox.mode, {"auto", "bwrap", "rlimits", "off"});
@@ -586,6 +594,13 @@ std::string to_yaml(const run_config& c) {
     e << YAML::Key << "secret_env_patterns" << YAML::Value << YAML::Flow << c.secret_env_patterns;
   if (!c.nodes.empty()) e << YAML::Key << "nodes" << YAML::Value << YAML::Flow << c.nodes;
   if (!c.local_devices) e << YAML::Key << "local_devices" << YAML::Value << false;
+  if (c.node_tls.enabled()) {
+    e << YAML::Key << "node_tls" << YAML::Value << YAML::BeginMap;
+    e << YAML::Key << "certificate" << YAML::Value << c.node_tls.certificate;
+    e << YAML::Key << "key" << YAML::Value << c.node_tls.key;
+    e << YAML::Key << "cafile" << YAML::Value << c.node_tls.cafile;
+    e << YAML::EndMap;
+  }
   e << YAML::Key << "user_test" << YAML::Value << c.user_test;
   e << YAML::Key << "user_test_timeout_s" << YAML::Value << c.user_test_timeout_s;
   e << YAML::Key << "dtype" << YAML::Value << c.dtype;

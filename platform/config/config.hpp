@@ -135,6 +135,14 @@ struct sandbox_config {
   double max_cpu_s = 0;                  ///< RLIMIT_CPU of a candidate process; 0: twice candidate_timeout_s, at least 600 s
 };
 
+/// Mutual TLS between a run and its nodes (README "Many nodes"): PEM files, all three or none. Without
+/// them the links are encrypted with an anonymous key exchange and only the shared secret
+/// authenticates. The key's passphrase, if any, comes from KAGENT_NODE_KEY_PASSPHRASE.
+struct node_tls_config {
+  std::string certificate, key, cafile;
+  bool enabled() const { return !certificate.empty(); }
+};
+
 struct run_config {
   std::string name;                      ///< strategy name (file stem)
   std::string source_path;               ///< the YAML file it came from
@@ -177,6 +185,7 @@ struct run_config {
   std::vector<std::string> nodes;
   /// Whether the manager's own node runs candidates too (false: only the nodes' devices).
   bool local_devices = true;
+  node_tls_config node_tls;
   /// When the kernel directory's own test.py runs on a candidate: "best" (before it becomes the new
   /// best), "every" (every verified candidate) or "never".
   std::string user_test = "best";

@@ -442,3 +442,22 @@ TEST(Config, CompileReferenceIsOnByDefaultAndCanBeTurnedOff) {
   auto e = error_of("compile_reference: sometimes\n");
   EXPECT_NE(e.find("'compile_reference' must be true or false"), std::string::npos) << e;
 }
+
+TEST(Config, NodesLocalDevicesAndNodeTlsRoundTripAndTlsComesWhole) {
+  auto c = parse_config("nodes: [gpu-node-1:7420, gpu-node-2:7420]\nlocal_devices: false\nnode_tls:\n"
+                        "  certificate: /pki/m.pem\n  key: /pki/m.key\n  cafile: /pki/ca.pem\n",
+                        "x.yaml");
+  EXPECT_EQ(c.nodes, (std::vector<std::string>{"gpu-node-1:7420", "gpu-node-2:7420"}));
+  EXPECT_FALSE(c.local_devices);
+  EXPECT_TRUE(c.node_tls.enabled());
+  auto back = parse_config(to_yaml(c), "again.yaml");  // what a resumed run and a node read
+  EXPECT_EQ(back.nodes, c.nodes);
+  EXPECT_FALSE(back.local_devices);
+  EXPECT_EQ(back.node_tls.cafile, "/pki/ca.pem");
+  EXPECT_FALSE(parse_config("strategy: greedy\n", "x.yaml").node_tls.enabled()) << "none by default";
+  EXPECT_TRUE(parse_config("strategy: greedy\n", "x.yaml").local_devices);
+  auto e = error_of("node_tls:\n  certificate: /pki/m.pem\n");
+  EXPECT_NE(e.find("node_tls needs certificate, key and cafile together"), std::string::npos) << e;
+  e = error_of("node_tls:\n  cert: /pki/m.pem\n");
+  EXPECT_NE(e.find("cert"), std::string::npos) << e;
+}

@@ -57,9 +57,10 @@ struct node_process {
   pid_t pid = -1;
   fs::path log;
   int port = 0;
-  node_process(const scratch& s, const std::string& name, const std::string& node_secret = secret, int on_port = 0) {
+  node_process(const scratch& s, const std::string& name, const std::string& node_secret = secret, int on_port = 0,
+               const std::string& strategy = "cpu") {
     log = s.dir / (name + ".log");
-    pid = spawn_logged({"serve", "--listen", "127.0.0.1:" + std::to_string(on_port), "--strategy", "cpu", "--name", name,
+    pid = spawn_logged({"serve", "--listen", "127.0.0.1:" + std::to_string(on_port), "--strategy", strategy, "--name", name,
                         "--scratch",
                         (s.dir / (name + "_scratch")).string()},
                        {{"KAGENT_NODE_SECRET", node_secret}}, log);
@@ -381,4 +382,69 @@ TEST(Nodes, AManagerKilledMidRunResumesAgainstTheSameNodes) {
   EXPECT_TRUE(on_node_after_resume) << "the resumed run uses the node again";
   for (const auto& p : programs_of(run_dir)) EXPECT_NE(p.status, "pending") << p.id;
   EXPECT_TRUE(nlohmann::json::parse(slurp(run_dir / "summary.json")).value("success", false));
+}
+
+namespace {
+/// A private CA, a certificate for a node and one for a manager signed by it, and a self-signed
+/// stranger: PEM files under `dir`, made with the openssl command line.
+void make_pki(const fs::path& dir) {
+  fs::create_directories(dir);
+  const std::string d = dir.string();
+  const std::string script =
+      "set -e; cd '" + d + "'; "
+      "openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.pem -days 2 -subj /CN=kagent-test-ca 2>/dev/null; "
+      "for n in node manager; do "
+      "openssl req -newkey rsa:2048 -nodes -keyout $n.key -out $n.csr -subj /CN=$n 2>/dev/null; "
+      "openssl x509 -req -in $n.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out $n.pem -days 2 2>/dev/null; done; "
+      "openssl req -x509 -newkey rsa:2048 -nodes -keyout rogue.key -out rogue.pem -days 2 -subj /CN=rogue 2>/dev/null";
+  std::ofstream(dir / "make.sh") << script << "\n";
+  ASSERT_EQ(std::system(("bash '" + (dir / "make.sh").string() + "'").c_str()), 0) << "openssl could not make the test PKI";
+  ASSERT_TRUE(fs::exists(dir / "node.pem") && fs::exists(dir / "manager.key") && fs::exists(dir / "rogue.pem"));
+}
+
+std::string with_tls(const scratch& s, const std::string& file, const fs::path& pki, const std::string& who,
+                     const std::string& ca = "ca.pem") {
+  auto cfg = slurp(source("configs/cpu.yaml"));
+  cfg.replace(cfg.find("max_rounds: 3"), 13, "max_rounds: 1");
+  cfg += "node_tls:\n  certificate: " + (pki / (who + ".pem")).string() + "\n  key: " + (pki / (who + ".key")).string() +
+         "\n  cafile: " + (pki / ca).string() + "\n";
+  return s.write(file, cfg);
+}
+} // namespace
+
+TEST(Nodes, WithCertificatesOnBothSidesTheLinkIsMutualTlsAndAStrangerIsRefused) {
+  scratch s;
+  const auto pki = s.dir / "pki";
+  make_pki(pki);
+  if (HasFatalFailure()) return;
+  node_process a(s, "nodeA", secret, 0, with_tls(s, "node.yaml", pki, "node"));
+  const auto matvec = source("examples/optimize_01_matvec");
+  auto ok = run({"--strategy", with_tls(s, "manager.yaml", pki, "manager"), "--kernel-dir", matvec, "--run-dir",
+                 (s.dir / "ok").string(), "--node", a.address(), "--no-local-devices", "-q"},
+                {{"KAGENT_NODE_SECRET", secret}});
+  EXPECT_EQ(ok.exit_code, 0) << ok.out << ok.err << slurp(a.log);
+  // Without a certificate, or with one the node's CA did not sign, the TLS handshake fails: the node
+  // is never reached, whatever secret the run knows.
+  const auto with = slurp(with_tls(s, "x.yaml", pki, "manager"));
+  const auto plain = s.write("plain.yaml", with.substr(0, with.find("node_tls:")));
+  auto none = run({"--strategy", plain, "--kernel-dir", matvec, "--run-dir", (s.dir / "none").string(), "--node",
+                   a.address(), "--no-local-devices"},
+                  {{"KAGENT_NODE_SECRET", secret}});
+  EXPECT_EQ(none.exit_code, 2) << none.err;
+  EXPECT_NE(none.err.find("cannot connect"), std::string::npos) << none.err;
+  auto rogue = run({"--strategy", with_tls(s, "rogue.yaml", pki, "rogue", "rogue.pem"), "--kernel-dir", matvec,
+                    "--run-dir", (s.dir / "rogue").string(), "--node", a.address(), "--no-local-devices"},
+                   {{"KAGENT_NODE_SECRET", secret}});
+  EXPECT_EQ(rogue.exit_code, 2) << rogue.err;
+  EXPECT_NE(rogue.err.find("cannot connect"), std::string::npos) << rogue.err;
+  EXPECT_EQ(slurp(a.log).find("authenticated", slurp(a.log).find("authenticated") + 1), std::string::npos)
+      << "only the certified manager got as far as the secret:\n" << slurp(a.log);
+  // A key that does not load is one line at start, not an abort at the first connection.
+  std::ofstream(pki / "broken.key") << "-----BEGIN PRIVATE KEY-----\nnot a key\n-----END PRIVATE KEY-----\n";
+  auto cfg = slurp(with_tls(s, "y.yaml", pki, "manager"));
+  cfg.replace(cfg.find((pki / "manager.key").string()), (pki / "manager.key").string().size(), (pki / "broken.key").string());
+  auto broken = run({"serve", "--strategy", s.write("broken.yaml", cfg), "--listen", "127.0.0.1:0"},
+                    {{"KAGENT_NODE_SECRET", secret}});
+  EXPECT_EQ(broken.exit_code, 2) << broken.err;
+  EXPECT_NE(broken.err.find("the private key does not load"), std::string::npos) << broken.err;
 }

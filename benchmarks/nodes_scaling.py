@@ -1,0 +1,114 @@
+#!/usr/bin/env python3
+"""Candidates per minute across devices and nodes (issue 16), measured side by side in one session:
+the same search (matvec, cpu platform, matched replay replies delayed by KAGENT_REPLAY_DELAY_S) on
+1, 2 and 4 devices of one node, and on 2 nodes of 2 devices each (`kagent-actors serve` processes on
+loopback, the manager using no device of its own). Two pipelines per device (num_workers = 2 x
+devices), so every device has a candidate waiting while another one waits for the LLM.
+
+Scaling efficiency = throughput at N devices / (N x throughput at 1). On the cpu platform a device
+is a Python evaluator running Triton's interpreter, so N devices need N cores: read the result
+against the machine's core count (printed).
+
+Usage: python3 benchmarks/nodes_scaling.py [--delay 3] [--rounds 3] [--samples 2] [--binary build/app/kagent-actors]
+"""
+import argparse
+import json
+import os
+import pathlib
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+SECRET = "benchmark-secret-0123456789"
+
+
+def config(base, devices, workers, rounds, samples, gpu_ids=True):
+    text = (ROOT / "configs" / "cpu.yaml").read_text()
+    text = text.replace("num_workers: 2", f"num_workers: {workers}")
+    text = text.replace("max_rounds: 3", f"max_rounds: {rounds}")
+    text = text.replace("  num_bottlenecks: 2", f"  num_bottlenecks: 2\n  samples_per_prompt: {samples}")
+    if gpu_ids:
+        text += "gpu_ids: [" + ", ".join(str(i) for i in range(devices)) + "]\n"
+    path = base / f"cpu_{devices}dev_{workers}w_{'ids' if gpu_ids else 'run'}.yaml"
+    path.write_text(text)
+    return path
+
+
+def start_node(binary, base, name, cfg, env):
+    log = open(base / f"{name}.log", "w")
+    p = subprocess.Popen([binary, "serve", "--listen", "127.0.0.1:0", "--strategy", str(cfg), "--name", name,
+                          "--scratch", str(base / f"{name}_scratch")], stdout=log, stderr=subprocess.STDOUT, env=env)
+    for _ in range(600):
+        m = re.search(r"listening on 127\.0\.0\.1:(\d+)", (base / f"{name}.log").read_text())
+        if m:
+            return p, f"127.0.0.1:{m.group(1)}"
+        time.sleep(0.05)
+    raise SystemExit(f"node {name} never listened: {(base / f'{name}.log').read_text()}")
+
+
+def run(binary, base, label, cfg, env, extra=()):
+    runs = base / f"runs_{label}"
+    t0 = time.monotonic()
+    r = subprocess.run([binary, "--strategy", str(cfg), "--kernel-dir", str(ROOT / "examples/optimize_01_matvec"),
+                        "--run-dir", str(runs), "-q", *extra], env=env, capture_output=True, text=True)
+    wall = time.monotonic() - t0
+    if r.returncode != 0:
+        raise SystemExit(f"{label}: exit {r.returncode}\n{r.stdout[-2000:]}\n{r.stderr[-2000:]}")
+    run_dir = next(runs.iterdir())
+    summary = json.loads((run_dir / "summary.json").read_text())
+    events = [json.loads(l) for l in (run_dir / "events.jsonl").read_text().splitlines() if l.strip()]
+    starts = [e for e in events if e.get("type") == "candidate_start"]
+    # The search's own span: from the first candidate handed out to the end (the starting kernel's
+    # evaluation is the same in every configuration and is left out).
+    def ts(e):
+        return time.mktime(time.strptime(e["ts"][:19], "%Y-%m-%dT%H:%M:%S")) + float("0." + e["ts"][20:23])
+    end = [e for e in events if e.get("type") == "run_end"][0]
+    span = ts(end) - ts(starts[0]) if starts else wall
+    n = summary.get("candidates", 0)
+    devices = sorted({e.get("gpu_id") for e in starts})
+    return {"label": label, "candidates": n, "span_s": span, "per_min": 60.0 * n / span if span > 0 else 0,
+            "devices_used": devices, "wall_s": wall, "best": summary.get("best_program_id"),
+            "best_ms": summary.get("best_ms")}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--binary", default=str(ROOT / "build/app/kagent-actors"))
+    ap.add_argument("--delay", type=float, default=3.0, help="KAGENT_REPLAY_DELAY_S: seconds per LLM reply")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--samples", type=int, default=2, help="samples_per_prompt: more candidates per round")
+    a = ap.parse_args()
+    env = dict(os.environ, KAGENT_REPLAY_DELAY_S=str(a.delay), KAGENT_NODE_SECRET=SECRET)
+    base = pathlib.Path(tempfile.mkdtemp(prefix="kagent_scaling_"))
+    print(f"machine: {os.cpu_count()} cores; LLM delay {a.delay} s per reply; matvec, beam 2x2, "
+          f"{a.samples} samples, {a.rounds} rounds; two pipelines per device")
+    results = []
+    for n in (1, 2, 4):
+        results.append(run(a.binary, base, f"1 node, {n} device(s)", config(base, n, 2 * n, a.rounds, a.samples), env))
+        print(json.dumps(results[-1]), flush=True)
+    node_cfg = config(base, 2, 4, a.rounds, a.samples)
+    nodes = [start_node(a.binary, base, name, node_cfg, env) for name in ("nodeA", "nodeB")]
+    try:
+        run_cfg = config(base, 4, 8, a.rounds, a.samples, gpu_ids=False)
+        results.append(run(a.binary, base, "2 nodes x 2 devices", run_cfg, env,
+                           ["--no-local-devices", "--node", nodes[0][1], "--node", nodes[1][1]]))
+        print(json.dumps(results[-1]), flush=True)
+    finally:
+        for p, _ in nodes:
+            p.send_signal(signal.SIGTERM)
+            p.wait(timeout=60)
+    one = results[0]["per_min"]
+    print("\n| configuration | candidates | span (s) | candidates/min | vs 1 device | scaling efficiency | best |")
+    print("|---|---|---|---|---|---|---|")
+    for r, n in zip(results, (1, 2, 4, 4)):
+        ratio = r["per_min"] / one if one else 0
+        print(f"| {r['label']} | {r['candidates']} | {r['span_s']:.1f} | {r['per_min']:.1f} | {ratio:.2f}x | "
+              f"{ratio / n:.2f} | {r['best']} ({r['best_ms']:.2f} ms) |")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
