@@ -6,7 +6,7 @@
 #include "actors/actors.hpp"
 #include "actors/candidate.hpp"
 #include "actors/device.hpp"
-#include "actors/node.hpp"
+#include "actors/node_link.hpp"
 #include "platform/common/stop.hpp"
 
 namespace kagent {
@@ -207,15 +207,7 @@ void gpu_worker_state::go_synthetic(const std::string& reason) {
 
 candidate_result gpu_worker_state::ended(const candidate_spec& spec, failure_kind cause,
                                          const std::string& error) const {
-  candidate_result r;
-  r.candidate_id = spec.id;
-  r.parent_id = spec.parent_id;
-  r.round = spec.round;
-  r.gpu_id = device_id_;
-  r.model = spec.model;
-  r.failure_cause = cause;
-  r.error = error;
-  return r;
+  return ended_without_result(spec, device_id_, cause, error);
 }
 
 } // namespace kagent

@@ -10,7 +10,7 @@
 #include "actors/analysis.hpp"
 #include "actors/gpu_worker.hpp"
 #include "actors/llm_client.hpp"
-#include "actors/node.hpp"
+#include "actors/node_link.hpp"
 #include "actors/reporter.hpp"
 #include "platform/common/stop.hpp"
 #include "platform/gpu/specs.hpp"
@@ -462,14 +462,9 @@ void manager_state::dispatch(candidate_spec spec) {
               // the exit reason before the down_msg arrives). The down handler records those
               // candidates and respawns the worker first, so nothing goes to the dead one.
               if (err != caf::sec::request_timeout) return;
-              candidate_result res;
-              res.candidate_id = spec.id;
-              res.parent_id = spec.parent_id;
-              res.round = spec.round;
-              res.model = spec.model;
-              res.failure_cause = failure_kind::timeout;
-              res.error = fmt::format("candidate exceeded candidate_timeout_s={}", ctx_->cfg.candidate_timeout_s);
-              on_result(res);
+              on_result(ended_without_result(
+                  spec, -1, failure_kind::timeout,
+                  fmt::format("candidate exceeded candidate_timeout_s={}", ctx_->cfg.candidate_timeout_s)));
             });
 }
 
@@ -635,15 +630,8 @@ void manager_state::on_worker_down(const caf::down_msg& dm) {
     std::vector<candidate_result> lost;
     for (const auto& [id, c] : inflight_) {
       if (c.worker != static_cast<int>(k)) continue;
-      candidate_result r;
-      r.candidate_id = id;
-      r.parent_id = c.spec.parent_id;
-      r.round = c.spec.round;
-      r.gpu_id = workers_[k].device_id;
-      r.model = c.spec.model;
-      r.failure_cause = failure_kind::actor_down;
-      r.error = "gpu worker failed: " + to_string(dm.reason);
-      lost.push_back(r);
+      lost.push_back(ended_without_result(c.spec, workers_[k].device_id, failure_kind::actor_down,
+                                          "gpu worker failed: " + to_string(dm.reason)));
     }
     ++workers_[k].restarts;
     spawn_worker(k);
@@ -678,14 +666,8 @@ void manager_state::on_node_lost(size_t k, const caf::error& reason) {
   if (!any_left) {
     // Recorded here, not through on_result: no round may close and plan onto a lost device.
     for (const auto& spec : again) {
-      candidate_result r;
-      r.candidate_id = spec.id;
-      r.parent_id = spec.parent_id;
-      r.round = spec.round;
-      r.gpu_id = w.device_id;
-      r.model = spec.model;
-      r.failure_cause = failure_kind::node_down;
-      r.error = label + " was lost (" + to_string(reason) + ") and no device is left";
+      const auto r = ended_without_result(spec, w.device_id, failure_kind::node_down,
+                                          label + " was lost (" + to_string(reason) + ") and no device is left");
       const auto j = ledger_->record({r.candidate_id, false, not_measured, "", "", r.failure_cause, r.error});
       commit_result(r, spec, w, j);
       emit_result(r, spec, w, j);

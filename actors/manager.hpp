@@ -121,7 +121,7 @@ private:
   gpu_worker_factory make_worker_;
   std::map<int, remote_device> remotes_;  ///< the nodes' devices of this session, by run-unique id
   int next_remote_id_ = 100;
-  std::vector<caf::actor> node_links_;    ///< one per node the run names (actors/node.hpp)
+  std::vector<caf::actor> node_links_;    ///< one per node the run names (actors/node_link.hpp)
   std::filesystem::path run_path_;
   std::unique_ptr<store::program_db> db_;
   std::unique_ptr<search::ledger> ledger_;           ///< the search's rules: plans, verdicts, rounds, resume

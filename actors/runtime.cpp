@@ -12,7 +12,7 @@
 
 #include "actors/actors.hpp"
 #include "actors/manager.hpp"
-#include "actors/node.hpp"
+#include "actors/node_link.hpp"
 #include "platform/common/errors.hpp"
 #include "platform/common/stop.hpp"
 #include "platform/common/redact.hpp"

@@ -7,7 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
-#include "actors/node.hpp"
+#include "actors/node_link.hpp"
 #include "app/command.hpp"
 #include "platform/common/env.hpp"
 #include "platform/common/errors.hpp"

@@ -1,10 +1,10 @@
 // `kagent-actors serve --listen HOST:PORT --strategy NAME`: offers this machine's devices to runs on
-// other machines (README "Many nodes", actors/node.hpp). The devices are chosen here, by the
+// other machines (README "Many nodes", actors/serve.hpp). The devices are chosen here, by the
 // strategy's platform, gpu_ids and the visibility masks, exactly as a run here would choose them.
 #include <iostream>
 #include <memory>
 
-#include "actors/node.hpp"
+#include "actors/serve.hpp"
 #include "app/command.hpp"
 #include "platform/common/errors.hpp"
 #include "platform/common/node_auth.hpp"

@@ -40,6 +40,19 @@ const char* to_string(event_kind k) {
   return "note";
 }
 
+candidate_result ended_without_result(const candidate_spec& spec, int32_t gpu_id, failure_kind cause,
+                                      std::string error) {
+  candidate_result r;
+  r.candidate_id = spec.id;
+  r.parent_id = spec.parent_id;
+  r.round = spec.round;
+  r.gpu_id = gpu_id;
+  r.model = spec.model;
+  r.failure_cause = cause;
+  r.error = std::move(error);
+  return r;
+}
+
 caf::error make_error(errc code, std::string reason) {
   return caf::error(static_cast<uint8_t>(code), caf::atom("kagent"), caf::make_message(std::move(reason)));
 }

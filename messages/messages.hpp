@@ -272,6 +272,11 @@ struct candidate_result {
   double floor_pct = not_measured;  ///< achieved fraction of the physics floor, in %
   double time_spread_pct = not_measured;  ///< interquartile range of the timed calls over their median, in %
 };
+/// The result of a candidate that ended without one of its own (timed out, its actor or its node
+/// lost): `spec`'s identity, on device `gpu_id`, failed with `cause`.
+candidate_result ended_without_result(const candidate_spec& spec, int32_t gpu_id, failure_kind cause,
+                                      std::string error);
+
 /// From a candidate (through its gpu worker) to the manager, after the benchmark and before any
 /// profile: is this compiled code already known? The manager answers from the verified programs and
 /// from the candidates that asked before (in flight), and claims the hash for `candidate_id` when it

@@ -1,6 +1,8 @@
 #pragma once
 // Helpers for tests that run the kagent-actors binary in a scratch directory.
 #include <dirent.h>
+#include <fcntl.h>
+#include <spawn.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -51,6 +53,32 @@ inline kagent::process_result run(std::vector<std::string> args, const kagent::e
   s.cwd = cwd;
   s.timeout = std::chrono::seconds(timeout_s);
   return kagent::run_process(s);
+}
+
+/// Starts the binary with `args` in the background, stdout and stderr into `log`; `env` as for run().
+inline pid_t spawn_logged(const std::vector<std::string>& args, const kagent::env_map& extra, const fs::path& log) {
+  std::vector<std::string> argv{binary()};
+  argv.insert(argv.end(), args.begin(), args.end());
+  auto env = kagent::current_environment();
+  for (const auto& [k, v] : extra) {
+    if (v.empty()) env.erase(k);
+    else env[k] = v;
+  }
+  std::vector<std::string> envs;
+  for (const auto& [k, v] : env) envs.push_back(k + "=" + v);
+  std::vector<char*> av, ev;
+  for (auto& x : argv) av.push_back(x.data());
+  av.push_back(nullptr);
+  for (auto& x : envs) ev.push_back(x.data());
+  ev.push_back(nullptr);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_adddup2(&fa, 1, 2);
+  pid_t pid = -1;
+  const int rc = posix_spawn(&pid, av[0], &fa, nullptr, av.data(), ev.data());
+  posix_spawn_file_actions_destroy(&fa);
+  return rc == 0 ? pid : -1;
 }
 
 inline std::vector<fs::path> run_dirs(const fs::path& base) {

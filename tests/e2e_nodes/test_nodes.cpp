@@ -27,31 +27,6 @@ namespace {
 
 const std::string secret = "loopback-secret-0123456789";
 
-pid_t spawn_logged(const std::vector<std::string>& args, const kagent::env_map& extra, const fs::path& log) {
-  std::vector<std::string> argv{binary()};
-  argv.insert(argv.end(), args.begin(), args.end());
-  auto env = kagent::current_environment();
-  for (const auto& [k, v] : extra) {
-    if (v.empty()) env.erase(k);
-    else env[k] = v;
-  }
-  std::vector<std::string> envs;
-  for (const auto& [k, v] : env) envs.push_back(k + "=" + v);
-  std::vector<char*> av, ev;
-  for (auto& x : argv) av.push_back(x.data());
-  av.push_back(nullptr);
-  for (auto& x : envs) ev.push_back(x.data());
-  ev.push_back(nullptr);
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_adddup2(&fa, 1, 2);
-  pid_t pid = -1;
-  EXPECT_EQ(posix_spawn(&pid, av[0], &fa, nullptr, av.data(), ev.data()), 0);
-  posix_spawn_file_actions_destroy(&fa);
-  return pid;
-}
-
 /// A `kagent-actors serve` on loopback, on a free port it prints at start.
 struct node_process {
   pid_t pid = -1;
@@ -109,6 +84,45 @@ std::vector<kagent::store::program_record> programs_of(const fs::path& run) {
 
 } // namespace
 
+namespace {
+/// The events of the one run under `runs` so far.
+std::vector<nlohmann::json> events_so_far(const fs::path& runs) {
+  std::vector<nlohmann::json> out;
+  auto dirs = run_dirs(runs);
+  if (dirs.empty()) return out;
+  std::ifstream f(dirs.front() / "events.jsonl");
+  std::string line;
+  while (std::getline(f, line)) {
+    auto j = nlohmann::json::parse(line, nullptr, false);
+    if (j.is_object()) out.push_back(j);
+  }
+  return out;
+}
+
+int count_events(const std::vector<nlohmann::json>& ev, const std::string& type) {
+  int n = 0;
+  for (const auto& e : ev) n += e.value("type", "") == type;
+  return n;
+}
+
+bool wait_for(const std::function<bool()>& pred, double seconds) {
+  const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  while (std::chrono::steady_clock::now() < end) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return false;
+}
+} // namespace
+
+/// A run in the background on `node` (and the local device) whose LLM replies take 1.5 s each, so that
+/// candidates stay in flight long enough for a test to kill something under one.
+pid_t start_slow_run(const scratch& s, const std::string& cfg, const fs::path& runs, const std::string& node) {
+  return spawn_logged({"--strategy", cfg, "--kernel-dir", source("examples/optimize_01_matvec"), "--run-dir",
+                       runs.string(), "--node", node},
+                      {{"KAGENT_NODE_SECRET", secret}, {"KAGENT_REPLAY_DELAY_S", "1.5"}}, s.dir / "run.log");
+}
+
 TEST(Nodes, ASearchAcrossThreeProcessesFindsTheSameBestKernelAsOne) {
   scratch s;
   const auto cfg = cpu_config(s, 3, 2);
@@ -153,24 +167,12 @@ TEST(Nodes, ANodeKilledMidRunIsLostAndItsCandidatesRunOnTheDevicesLeft) {
   node_process a(s, "nodeA");
   // Slow LLM replies keep candidates in flight long enough to kill the node under one.
   const fs::path runs = s.dir / "runs";
-  const pid_t run_pid = spawn_logged({"--strategy", cfg, "--kernel-dir", source("examples/optimize_01_matvec"),
-                                      "--run-dir", runs.string(), "--node", a.address()},
-                                     {{"KAGENT_NODE_SECRET", secret}, {"KAGENT_REPLAY_DELAY_S", "1.5"}},
-                                     s.dir / "run.log");
-  bool started_on_node = false;
-  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(180);
-  while (!started_on_node && std::chrono::steady_clock::now() < end) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    auto dirs = run_dirs(runs);
-    if (dirs.empty() || !fs::exists(dirs.front() / "events.jsonl")) continue;
-    std::ifstream f(dirs.front() / "events.jsonl");
-    std::string line;
-    while (std::getline(f, line)) {
-      auto j = nlohmann::json::parse(line, nullptr, false);
-      if (j.is_object() && j.value("type", "") == "candidate_start" && j.value("gpu_id", -1) == 100)
-        started_on_node = true;
-    }
-  }
+  const pid_t run_pid = start_slow_run(s, cfg, runs, a.address());
+  const bool started_on_node = wait_for([&] {
+    for (const auto& e : events_so_far(runs))
+      if (e.value("type", "") == "candidate_start" && e.value("gpu_id", -1) == 100) return true;
+    return false;
+  }, 180);
   ASSERT_TRUE(started_on_node) << slurp(s.dir / "run.log");
   a.kill9();
   int status = 0;
@@ -262,36 +264,6 @@ TEST(Nodes, ANodeWithoutDevicesDoesNotStartAndSaysWhy) {
   EXPECT_EQ(r.out.find("listening"), std::string::npos) << r.out;
 }
 
-namespace {
-/// The events of the one run under `runs` so far.
-std::vector<nlohmann::json> events_so_far(const fs::path& runs) {
-  std::vector<nlohmann::json> out;
-  auto dirs = run_dirs(runs);
-  if (dirs.empty()) return out;
-  std::ifstream f(dirs.front() / "events.jsonl");
-  std::string line;
-  while (std::getline(f, line)) {
-    auto j = nlohmann::json::parse(line, nullptr, false);
-    if (j.is_object()) out.push_back(j);
-  }
-  return out;
-}
-
-int count_events(const std::vector<nlohmann::json>& ev, const std::string& type) {
-  int n = 0;
-  for (const auto& e : ev) n += e.value("type", "") == type;
-  return n;
-}
-
-bool wait_for(const std::function<bool()>& pred, double seconds) {
-  const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
-  while (std::chrono::steady_clock::now() < end) {
-    if (pred()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  return false;
-}
-} // namespace
 
 TEST(Nodes, ANodeNotThereAtStartJoinsWhenItAnswersAndRejoinsAfterAKill) {
   scratch s;
@@ -352,10 +324,7 @@ TEST(Nodes, AManagerKilledMidRunResumesAgainstTheSameNodes) {
   const auto cfg = cpu_config(s, 2, 2);
   node_process a(s, "nodeA");
   const fs::path runs = s.dir / "runs";
-  const pid_t run_pid = spawn_logged({"--strategy", cfg, "--kernel-dir", source("examples/optimize_01_matvec"),
-                                      "--run-dir", runs.string(), "--node", a.address()},
-                                     {{"KAGENT_NODE_SECRET", secret}, {"KAGENT_REPLAY_DELAY_S", "1.5"}},
-                                     s.dir / "run.log");
+  const pid_t run_pid = start_slow_run(s, cfg, runs, a.address());
   // Killed while candidates are in flight, one of them on the node.
   ASSERT_TRUE(wait_for([&] {
     for (const auto& e : events_so_far(runs))

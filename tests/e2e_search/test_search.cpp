@@ -107,28 +107,10 @@ struct background_run {
   background_run(const scratch& s, const std::vector<std::string>& args, const kagent::env_map& extra,
                  const std::string& runs_name) {
     runs = s.dir / runs_name;
-    std::vector<std::string> argv{binary()};
-    argv.insert(argv.end(), args.begin(), args.end());
+    std::vector<std::string> argv = args;
     argv.insert(argv.end(), {"--run-dir", runs.string()});
-    auto env = kagent::current_environment();
-    for (const auto& [k, v] : extra) {
-      if (v.empty()) env.erase(k);
-      else env[k] = v;
-    }
-    std::vector<std::string> envs;
-    for (const auto& [k, v] : env) envs.push_back(k + "=" + v);
-    std::vector<char*> av, ev;
-    for (auto& x : argv) av.push_back(x.data());
-    av.push_back(nullptr);
-    for (auto& x : envs) ev.push_back(x.data());
-    ev.push_back(nullptr);
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    const auto log = (s.dir / (runs_name + ".log")).string();
-    posix_spawn_file_actions_addopen(&fa, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    posix_spawn_file_actions_adddup2(&fa, 1, 2);
-    EXPECT_EQ(posix_spawn(&pid, av[0], &fa, nullptr, av.data(), ev.data()), 0);
-    posix_spawn_file_actions_destroy(&fa);
+    pid = spawn_logged(argv, extra, s.dir / (runs_name + ".log"));
+    EXPECT_GT(pid, 0);
   }
   fs::path run_dir() const {
     auto d = run_dirs(runs);

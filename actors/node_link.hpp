@@ -1,18 +1,10 @@
 #pragma once
-// Many nodes: one search across the devices of several machines, over CAF's middleman with TLS
-// (CAF's openssl module). A node (`kagent-actors serve --listen HOST:PORT`) chooses its own devices by
-// its own rules and publishes one actor, its gatekeeper. A manager connects, proves the shared secret
-// (KAGENT_NODE_SECRET, challenge and response: platform/common/node_auth.hpp), learns the node's
-// devices, and opens its run there: the gatekeeper writes the run's kernel directory to the node's
-// scratch directory and starts one device actor per device behind a relay. The manager's gpu workers
-// talk to those relays through a local remote_device actor with the device protocol
-// (device_actor_type), so the search does not know whether a device is local or remote.
-//
-// What stays on the manager's node: the run directory (the relays send back every file the device
-// work wrote, as artifacts), program.db, the LLM and its keys. What a node checks: the wire version
-// (also CAF's app identifiers), the proof of the secret bound to the manager's CAF node id, and on
-// every device request that it comes from an authenticated manager. When the manager's link goes,
-// the node ends that run's device actors and deletes its scratch directory.
+// The links between a run and its nodes (README "Many nodes", docs/architecture.md "Across nodes"): CAF's
+// middleman with TLS (its openssl module), heartbeats and the wire version as application identifier;
+// on the manager's side the connection to each node (proof of KAGENT_NODE_SECRET, the node's offer,
+// the run opened there), a link actor per node that brings a late or returning node in, and the
+// relay to a node's device with the device protocol (device_actor_type), so the search does not know
+// whether a device is local or remote. The node's side is actors/serve.hpp.
 #include <caf/all.hpp>
 
 #include <optional>
@@ -35,15 +27,11 @@ namespace kagent {
 void configure_links(caf::actor_system_config& cfg, const node_tls_config& tls = {}, double heartbeat_s = 1.0,
                      double timeout_s = 10.0);
 
-struct serve_request {
-  run_config cfg;        ///< the node's strategy: its platform and device rules
-  node_address listen;   ///< loopback unless told otherwise
-  std::string name;      ///< how runs name this node (default: host:port)
-  std::string scratch;   ///< where runs' kernel directories and evaluator files live while they run
+/// An actor system configuration for a process of a multi-node run that is no run (serve, gpus --node):
+/// the project's messages and configure_links.
+struct link_system_config : caf::actor_system_config {
+  explicit link_system_config(const node_tls_config& tls);
 };
-
-/// kagent-actors serve: publishes the gatekeeper and serves until SIGINT/SIGTERM. Returns the exit code.
-int serve_node(const serve_request& req);
 
 /// A node of the run as the start found it.
 struct node_session {

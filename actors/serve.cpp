@@ -1,0 +1,348 @@
+// `kagent-actors serve` (actors/serve.hpp): the node's gatekeeper and its device relays.
+#include "actors/serve.hpp"
+
+#include <caf/io/all.hpp>
+#include <caf/openssl/all.hpp>
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <csignal>
+#include <filesystem>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include "actors/actors.hpp"
+#include "actors/device.hpp"
+#include "actors/node_link.hpp"
+#include "actors/runtime.hpp"
+#include "platform/common/errors.hpp"
+#include "platform/common/files.hpp"
+#include "platform/common/stop.hpp"
+#include "platform/process/runner.hpp"
+#include "platform/store/util.hpp"
+
+namespace kagent {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr std::uintmax_t max_artifact_bytes = 8u << 20;   ///< one file; larger ones travel as a note
+constexpr std::uintmax_t max_reply_bytes = 48u << 20;     ///< all files of one reply
+
+/// The managers that proved the secret, by CAF node id; read by every relay on every request.
+struct node_auth_db {
+  mutable std::mutex m;
+  std::set<caf::node_id> ok;
+  bool allows(const caf::node_id& n) const {
+    std::lock_guard<std::mutex> lock(m);
+    return ok.count(n) > 0;
+  }
+  void add(const caf::node_id& n) {
+    std::lock_guard<std::mutex> lock(m);
+    ok.insert(n);
+  }
+};
+
+/// Where a manager's work_dir (relative to its run directory: candidates/r1_c0) lives on this node.
+fs::path node_dir(const fs::path& run_root, const std::string& relative) {
+  fs::path rel = fs::path(relative).lexically_normal();
+  if (rel.empty() || rel.is_absolute() || *rel.begin() == "..") rel = fs::path("elsewhere") / rel.filename();
+  return run_root / rel;
+}
+
+using file_stamps = std::map<std::string, std::pair<std::uintmax_t, fs::file_time_type>>;
+
+bool skipped_dir(const fs::path& p) {
+  const auto n = p.filename().string();
+  return n == "triton" || n == "tmp" || n == "__pycache__";
+}
+
+file_stamps stamps_of(const fs::path& dir) {
+  file_stamps out;
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) return out;
+  for (auto it = fs::recursive_directory_iterator(dir, ec); !ec && it != fs::recursive_directory_iterator();
+       it.increment(ec)) {
+    if (it->is_directory(ec) && skipped_dir(it->path())) {
+      it.disable_recursion_pending();
+      continue;
+    }
+    if (!it->is_regular_file(ec)) continue;
+    out[fs::relative(it->path(), dir, ec).string()] = {it->file_size(ec), it->last_write_time(ec)};
+  }
+  return out;
+}
+
+/// The files the device work wrote or changed under `dir`, to send back to the manager: none is
+/// dropped silently (one too large, or past the reply's limit, travels as a note with its size and
+/// hash).
+std::vector<artifact> written_since(const fs::path& dir, const file_stamps& before) {
+  std::vector<artifact> out;
+  std::uintmax_t total = 0;
+  for (const auto& [rel, stamp] : stamps_of(dir)) {
+    if (auto it = before.find(rel); it != before.end() && it->second == stamp) continue;
+    std::string bytes;
+    try {
+      bytes = read_file(dir / rel);
+    } catch (const std::exception&) {
+      continue;  // gone since the walk
+    }
+    if (bytes.size() > max_artifact_bytes || total + bytes.size() > max_reply_bytes) {
+      out.push_back({rel + ".omitted.txt",
+                     fmt::format("{} ({} bytes, sha256 {}) stayed on the node: over the {} MiB limit of {}\n", rel,
+                                 bytes.size(), store::sha256_hex(bytes),
+                                 (bytes.size() > max_artifact_bytes ? max_artifact_bytes : max_reply_bytes) >> 20,
+                                 bytes.size() > max_artifact_bytes ? "one file" : "one reply")});
+      continue;
+    }
+    total += bytes.size();
+    out.push_back({rel, std::move(bytes)});
+  }
+  return out;
+}
+
+/// Runs `req` (evaluate or profile) on `device` in this node's copy of its directory and answers with
+/// the reply and the files the work wrote there.
+template <class Reply, class Self, class Request>
+caf::result<Reply> in_node_dir(Self* self, const device_actor_type& device, const fs::path& run_root, Request req) {
+  const auto dir = node_dir(run_root, req.work_dir);
+  fs::create_directories(dir);
+  const auto before = stamps_of(dir);
+  req.work_dir = dir.string();
+  auto rp = self->template make_response_promise<Reply>();
+  self->request(device, caf::infinite, req)
+      .then([rp, dir, before](Reply r) mutable {
+              r.artifacts = written_since(dir, before);
+              rp.deliver(std::move(r));
+            },
+            [rp](caf::error& err) mutable { rp.deliver(std::move(err)); });
+  return rp;
+}
+
+struct relay_state {
+  static inline const char* name = "node_device";
+};
+
+/// A device of this node, for one run: checks that every request comes from an authenticated manager,
+/// runs it in this node's copy of the request's directory, and sends back what it wrote there.
+device_actor_type::behavior_type node_device_relay(device_actor_type::stateful_pointer<relay_state> self,
+                                                   device_actor_type device,
+                                                   std::shared_ptr<const node_auth_db> auth, fs::path run_root) {
+  self->link_to(device);
+  // The device actor tells its requester the steps of an initial evaluation: not across the link.
+  self->set_default_handler(caf::drop);
+  auto allowed = [self, auth] {
+    const auto& s = self->current_sender();
+    return s && (s->node() == self->home_system().node() || auth->allows(s->node()));
+  };
+  auto refused = [] { return make_error(errc::node_refused, "unauthenticated: this node serves only managers that proved its secret"); };
+  return {
+      [=](evaluate e) -> caf::result<evaluation> {
+        if (!allowed()) return refused();
+        return in_node_dir<evaluation>(self, device, run_root, std::move(e));
+      },
+      [=](profile p) -> caf::result<profile_result> {
+        if (!allowed()) return refused();
+        return in_node_dir<profile_result>(self, device, run_root, std::move(p));
+      },
+      // Here, not in the device actor's mailbox (it is blocked in the work being cancelled).
+      [=](cancel_atom, const std::string& id) {
+        if (allowed()) cancel_work(id);
+      },
+  };
+}
+
+class gatekeeper_state {
+public:
+  static inline const char* name = "gatekeeper";
+
+  caf::behavior start(caf::stateful_actor<gatekeeper_state>* self, std::shared_ptr<const run_context> base,
+                      std::string secret, std::shared_ptr<const std::string> node_name, fs::path scratch,
+                      std::shared_ptr<node_auth_db> auth) {
+    self_ = self;
+    base_ = std::move(base);
+    secret_ = std::move(secret);
+    name_ = std::move(node_name);
+    scratch_ = std::move(scratch);
+    auth_ = std::move(auth);
+    self->set_down_handler([this](caf::down_msg& dm) { close_run(dm.source, "its manager's link is gone"); });
+    return {
+        [this](const node_hello& h) { return hello(h); },
+        [this](const node_auth& a) { return authenticate(a); },
+        [this](const run_setup& s) { return open_run(s); },
+        [this](interrupt_atom, int) {
+          while (!runs_.empty()) close_run(runs_.begin()->first, "the node is stopping");
+          self_->quit();
+        },
+    };
+  }
+
+private:
+  struct open_run_state {
+    std::vector<caf::actor> actors;  ///< the run's device actors and relays
+    fs::path dir;
+  };
+
+  caf::node_id sender_node() const {
+    const auto& s = self_->current_sender();
+    return s ? s->node() : caf::node_id{};
+  }
+
+  void log(const std::string& line) const { std::cerr << "kagent-actors serve: " << line << "\n" << std::flush; }
+
+  caf::result<node_challenge> hello(const node_hello& h) {
+    if (!self_->current_sender()) return make_error(errc::node_refused, "anonymous senders are refused");
+    if (h.wire != wire_version)
+      return make_error(errc::node_refused,
+                        fmt::format("version mismatch: node {} runs kagent-actors {} (wire {}), this run {} (wire {}); "
+                                    "use the same version on both sides",
+                                    *name_, KAGENT_VERSION, wire_version, h.version, h.wire));
+    const auto nonce = fresh_nonce();
+    nonces_[sender_node()] = nonce;
+    if (!h.client.empty()) clients_[sender_node()] = h.client;
+    return node_challenge{nonce, *name_, KAGENT_VERSION};
+  }
+
+  caf::result<node_offer> authenticate(const node_auth& a) {
+    const auto from = sender_node();
+    auto it = nonces_.find(from);
+    if (it == nonces_.end()) return make_error(errc::node_refused, "authentication out of order: say hello first");
+    const auto expected = node_proof(secret_, it->second, to_string(from), wire_version);
+    nonces_.erase(it);  // one try per nonce
+    if (!proofs_match(expected, a.proof)) {
+      log("refused a manager on " + clients_[from] + ": wrong secret");
+      return make_error(errc::node_refused, fmt::format("authentication failed: node {} has another {}", *name_,
+                                                         node_secret_env));
+    }
+    auth_->add(from);
+    log("a manager on " + clients_[from] + " authenticated");
+    node_offer o;
+    o.node_name = *name_;
+    o.platform = base_->cfg.platform.verifier;
+    o.vendor = base_->vendor;
+    for (size_t k = 0; k < base_->device_ids.size(); ++k)
+      o.devices.push_back({base_->device_ids[k], k < base_->device_names.size() ? base_->device_names[k] : "cpu",
+                           base_->gpu_name});
+    return o;
+  }
+
+  caf::result<std::vector<node_device>> open_run(const run_setup& s) {
+    const auto& from = self_->current_sender();
+    if (!from || !auth_->allows(from->node()))
+      return make_error(errc::node_refused, "unauthenticated: prove the secret before opening a run");
+    run_config cfg;
+    try {
+      cfg = parse_config(s.config_yaml, "the run's config (from its manager)");
+    } catch (const std::exception& e) {
+      return make_error(errc::node_refused, std::string("the run's config does not load here: ") + e.what());
+    }
+    if (cfg.platform.verifier != base_->cfg.platform.verifier)
+      return make_error(errc::node_refused, fmt::format("node {} serves the {} platform, this run's is {}", *name_,
+                                                         base_->cfg.platform.verifier, cfg.platform.verifier));
+    std::string safe;
+    for (char c : s.run_id) safe += std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' ? c : '_';
+    const auto dir = scratch_ / fmt::format("{}-{}", safe.empty() ? "run" : safe, ++opened_);
+    std::vector<node_device> out;
+    try {
+      fs::create_directories(dir / "kernel");
+      store::write_file_atomic(dir / "kernel" / "input.py", s.input_code);
+      store::write_file_atomic(dir / "kernel" / "problem.py", s.problem_code);
+      store::write_file_atomic(dir / "kernel" / "test.py", s.test_code);
+      auto ctx = node_run_context(*base_, cfg, (dir / "kernel").string(), (dir / "run").string());
+      fs::create_directories(dir / "run");
+      auto& run = runs_[from->address()];
+      run.dir = dir;
+      for (size_t k = 0; k < ctx->device_ids.size(); ++k) {
+        const int id = ctx->device_ids[k];
+        auto dev = self_->spawn<caf::detached>(device_actor, context_ptr{ctx}, id);
+        auto relay = self_->spawn(node_device_relay, dev, std::shared_ptr<const node_auth_db>{auth_}, dir / "run");
+        run.actors.push_back(caf::actor_cast<caf::actor>(dev));
+        run.actors.push_back(caf::actor_cast<caf::actor>(relay));
+        out.push_back({id, k < ctx->device_names.size() ? ctx->device_names[k] : "cpu", relay});
+      }
+    } catch (const std::exception& e) {
+      return make_error(errc::node_refused, std::string("the run could not start here: ") + e.what());
+    }
+    self_->monitor(caf::actor_cast<caf::actor>(from));
+    log(fmt::format("run {} opened: {} device(s), files under {}", s.run_id, out.size(), dir.string()));
+    return out;
+  }
+
+  void close_run(const caf::actor_addr& manager, const std::string& why) {
+    auto it = runs_.find(manager);
+    if (it == runs_.end()) return;
+    for (auto& a : it->second.actors) self_->send_exit(a, caf::exit_reason::kill);
+    std::error_code ec;
+    fs::remove_all(it->second.dir, ec);
+    log(fmt::format("run closed ({}); {} removed", why, it->second.dir.string()));
+    runs_.erase(it);
+  }
+
+  caf::stateful_actor<gatekeeper_state>* self_ = nullptr;
+  std::shared_ptr<const run_context> base_;
+  std::string secret_;
+  std::shared_ptr<const std::string> name_;  ///< set by serve_node once the port is known
+  fs::path scratch_;
+  std::shared_ptr<node_auth_db> auth_;
+  std::map<caf::node_id, std::string> nonces_;
+  std::map<caf::node_id, std::string> clients_;  ///< the host each manager said it runs on (for the log)
+  std::map<caf::actor_addr, open_run_state> runs_;
+  int opened_ = 0;
+};
+
+caf::behavior gatekeeper_actor(caf::stateful_actor<gatekeeper_state>* self, std::shared_ptr<const run_context> base,
+                               std::string secret, std::shared_ptr<const std::string> node_name, fs::path scratch,
+                               std::shared_ptr<node_auth_db> auth) {
+  return self->state.start(self, std::move(base), std::move(secret), std::move(node_name), std::move(scratch),
+                           std::move(auth));
+}
+
+} // namespace
+
+int serve_node(const serve_request& req) {
+  const auto secret = node_secret_from_env();
+  std::shared_ptr<const run_context> base = node_base_context(req.cfg);
+
+  const fs::path scratch = req.scratch.empty() ? fs::temp_directory_path() / fmt::format("kagent-node-{}", getpid())
+                                               : fs::path(req.scratch);
+  fs::create_directories(scratch);
+  link_system_config cfg{req.cfg.node_tls};
+  caf::actor_system sys{cfg};
+  auto auth = std::make_shared<node_auth_db>();
+  // The gatekeeper learns its name once the port is known (a listener on port 0 takes any free one).
+  auto name = std::make_shared<std::string>(req.name);
+  auto gk = sys.spawn(gatekeeper_actor, base, secret, name, scratch, auth);
+  auto port = caf::openssl::publish(gk, req.listen.port, req.listen.host.c_str(), true);
+  if (!port) {
+    caf::anon_send_exit(gk, caf::exit_reason::user_shutdown);
+    throw user_error(fmt::format("serve: cannot listen on {}: {}", req.listen.text(), sys.render(port.error())));
+  }
+  if (name->empty()) *name = node_address{req.listen.host, *port}.text();
+  std::string devices;
+  for (size_t k = 0; k < base->device_ids.size(); ++k)
+    devices += fmt::format("{}gpu{} ({})", k ? ", " : "", base->device_ids[k],
+                           k < base->device_names.size() ? base->device_names[k] : base->cfg.platform.verifier);
+  std::cout << fmt::format("kagent-actors serve: node {} listening on {}:{} (TLS), {} platform, {} device(s){}{}\n",
+                           *name, req.listen.host, *port, base->cfg.platform.verifier, base->device_ids.size(),
+                           devices.empty() ? "" : ": ", devices)
+            << std::flush;
+  install_stop_handlers();
+  while (stop_signal() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  std::cout << "kagent-actors serve: " << stop_signal_name(stop_signal()) << ": stopping\n" << std::flush;
+  request_stop();
+  signal_child_groups(SIGKILL);
+  caf::anon_send(gk, interrupt_atom::value, 0);
+  remove_stop_handlers();
+  std::error_code ec;
+  if (req.scratch.empty()) fs::remove_all(scratch, ec);
+  return 0;
+}
+
+} // namespace kagent
