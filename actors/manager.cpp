@@ -57,6 +57,8 @@ caf::behavior manager_state::start(caf::stateful_actor<manager_state>* self, con
   }
   run_path_ = fs::path(ctx_->run_path);
   db_ = std::make_unique<store::program_db>(store::program_db::open(run_path_ / "program.db"));
+  // Nodes that join later take ids past this session's and every earlier session's.
+  next_remote_id_ = std::max(next_remote_id_, search::first_node_device_id(*db_));
   default_model_ = ctx_->cfg.llm.model.empty() ? ctx_->cfg.openai_model : ctx_->cfg.llm.model;
   ledger_ = std::make_unique<search::ledger>(
       make_strategy(ctx_->cfg, default_model_),

@@ -14,6 +14,8 @@
 #include "actors/manager.hpp"
 #include "actors/node_link.hpp"
 #include "platform/common/errors.hpp"
+#include "platform/search/stored_run.hpp"
+#include "platform/store/program_db.hpp"
 #include "platform/common/stop.hpp"
 #include "platform/common/redact.hpp"
 #include "platform/gpu/gpu_name.hpp"
@@ -374,7 +376,13 @@ run_outcome run_optimization(const run_request& req) {
   // this run is one line and no run (a resumed run reconnects to the nodes its config names).
   caf::scoped_actor node_owner{sys};  // the nodes end this run's devices when it is gone
   std::vector<std::string> unreachable;
-  for (auto& session : connect_nodes(node_owner, *ctx, hint, 100)) {
+  int first_node_id = 100;
+  if (resuming) {
+    // Past the ids an earlier session gave its nodes' devices (program.db names their nodes).
+    auto db = store::program_db::open(fs::path(req.resume_dir) / "program.db", store::program_db::mode::read_only);
+    first_node_id = search::first_node_device_id(db);
+  }
+  for (auto& session : connect_nodes(node_owner, *ctx, hint, first_node_id)) {
     ctx->node_gatekeepers.emplace_back(session.address, session.gatekeeper);
     if (!session.unreachable.empty()) {
       unreachable.push_back("node " + session.address + ": " + session.unreachable);

@@ -5,6 +5,8 @@
 #include "platform/common/errors.hpp"
 #include <string_view>
 
+#include <charconv>
+
 namespace kagent::search {
 
 namespace {
@@ -26,6 +28,18 @@ std::optional<int> integer(const std::string& text) {
 }
 
 } // namespace
+
+int first_node_device_id(store::program_db& db) {
+  int next = 100;
+  const auto labels = nlohmann::json::parse(db.get_state(store::state_key::device_labels).value_or("{}"), nullptr, false);
+  if (!labels.is_object()) return next;
+  for (const auto& [id, label] : labels.items()) {
+    int n = 0;
+    auto [end, ec] = std::from_chars(id.data(), id.data() + id.size(), n);
+    if (ec == std::errc{} && end == id.data() + id.size() && n >= next && n < 1000000) next = n + 1;
+  }
+  return next;
+}
 
 stored_run load_stored_run(store::program_db& db) {
   stored_run out;

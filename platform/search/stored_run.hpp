@@ -32,4 +32,9 @@ struct stored_run {
 /// Reads every run_state key the manager writes (store::state_key).
 stored_run load_stored_run(store::program_db& db);
 
+/// The first run-unique id a node's device may take in this session (from 100): past every id an
+/// earlier session of the run gave one (run_state `device_labels`), so that program.db keeps naming
+/// the node of each earlier program's gpu_id.
+int first_node_device_id(store::program_db& db);
+
 } // namespace kagent::search

@@ -349,6 +349,10 @@ TEST(Nodes, AManagerKilledMidRunResumesAgainstTheSameNodes) {
     if (resumed_seen && e.value("type", "") == "candidate_start" && e.value("gpu_id", -1) >= 100) on_node_after_resume = true;
   }
   EXPECT_TRUE(on_node_after_resume) << "the resumed run uses the node again";
+  // Its device took an id no earlier session used: program.db still names the node of every gpu_id.
+  auto db = kagent::store::program_db::open(run_dir / "program.db", kagent::store::program_db::mode::read_only);
+  EXPECT_EQ(nlohmann::json::parse(db.get_state("device_labels").value_or("{}")),
+            nlohmann::json({{"100", "nodeA/gpu0"}, {"101", "nodeA/gpu0"}}));
   for (const auto& p : programs_of(run_dir)) EXPECT_NE(p.status, "pending") << p.id;
   EXPECT_TRUE(nlohmann::json::parse(slurp(run_dir / "summary.json")).value("success", false));
 }

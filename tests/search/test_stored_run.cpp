@@ -92,3 +92,12 @@ TEST(StoredRun, AnUnreadableValueIsLeftOutButAWrongRoundIsAnError) {
     EXPECT_NE(std::string(e.what()).find("'round_done' is not an integer: '2x'"), std::string::npos) << e.what();
   }
 }
+
+TEST(StoredRun, NodeDeviceIdsOfANewSessionComeAfterEveryEarlierOne) {
+  temp_db t;
+  EXPECT_EQ(search::first_node_device_id(t.db), 100) << "a run whose nodes never had a device";
+  t.db.set_state("device_labels", R"({"100": "nodeA/gpu0", "104": "nodeB/gpu1", "x": "junk", "-3": "junk"})");
+  EXPECT_EQ(search::first_node_device_id(t.db), 105);
+  t.db.set_state("device_labels", "not json");
+  EXPECT_EQ(search::first_node_device_id(t.db), 100) << "an unreadable state names no id";
+}
