@@ -26,6 +26,7 @@ import sys
 import traceback
 
 MEASURED_RANGE = "kagent_measured"
+KERNEL_RANGE = "kagent_kernel:"  # + the kernel's id, nested in MEASURED_RANGE (batch mode)
 
 
 def infer_dtype(source):
@@ -86,10 +87,85 @@ def output_shape(out):
     return str(tuple(shape)) if shape is not None else type(out).__name__
 
 
+def load_kernel(core, kernel_path):
+    with core.working_directory(os.path.dirname(kernel_path)):
+        kernel = core.import_fresh(kernel_path, "kernel")
+    fn = getattr(kernel, "kernel_function", None)
+    if fn is None or not callable(fn):
+        raise core.CandidateError(f"{kernel_path} defines no callable kernel_function")
+    return fn
+
+
+class Problem:
+    """The problem module, its inputs on the device and (built on demand) its Model's parameters:
+    made once per process, so that a batch of kernels shares them."""
+
+    def __init__(self, torch, core, problem_path, device, dtype, seed):
+        self.torch, self.core, self.device, self.dtype = torch, core, device, dtype
+        torch.manual_seed(seed)
+        with core.working_directory(os.path.dirname(problem_path)):
+            self.module = core.import_fresh(problem_path, "problem")
+        self.inputs = make_inputs(torch, self.module, device, dtype)
+        get_init = getattr(self.module, "get_init_inputs", None)  # optional (SPEC §14 B.105)
+        self.init_inputs = list(get_init()) if get_init else []
+        self._named = None
+
+    def named(self):
+        if self._named is None:
+            self._named = {}
+            if hasattr(self.module, "Model"):
+                with self.torch.device(self.device):
+                    model = self.module.Model(*self.init_inputs)
+                if any(True for _ in model.parameters()):
+                    model = model.to(device=self.device, dtype=self.dtype)
+                self._named = self.core.named_params(model.eval(), self.init_inputs)
+        return self._named
+
+    def bind(self, fn):
+        named = self.named() if needs_model(fn, len(self.inputs)) else {}
+        return self.core.bind_arguments(fn, self.inputs, named)
+
+
+def run_one(torch, core, problem, fn, warmup, ranges):
+    """Warm-ups, synchronize, the measured call inside the NVTX ranges `ranges` (outermost first),
+    synchronize. Returns the output (the first argument for an in-place kernel)."""
+    call_args, call_kwargs = problem.bind(fn)
+    device = problem.device
+    nvtx = getattr(getattr(torch, "cuda", None), "nvtx", None) if device.startswith("cuda") else None
+    with torch.no_grad():
+        for _ in range(warmup):
+            fn(*call_args, **call_kwargs)
+        core.synchronize(device)
+        pushed = 0
+        if nvtx is not None:
+            with contextlib.suppress(Exception):  # a build without NVTX/roctx: no range, same call
+                for name in ranges:
+                    nvtx.range_push(name)
+                    pushed += 1
+        out = fn(*call_args, **call_kwargs)
+        for _ in range(pushed):
+            with contextlib.suppress(Exception):
+                nvtx.range_pop()
+        core.synchronize(device)
+    if out is None:
+        out = call_args[0] if call_args else None  # an in-place kernel
+    return out
+
+
+def parse_batch_item(text):
+    kid, sep, path = text.partition("=")
+    if not sep or not kid or not path or any(c in kid for c in " \t/:"):
+        raise ValueError(f"--batch expects ID=PATH with an ID of no spaces, '/' or ':' (got {text!r})")
+    return kid, path
+
+
 def main(argv=None):
-    ap = argparse.ArgumentParser(description="run one kernel for a profiler: warm-ups, then one measured call")
+    ap = argparse.ArgumentParser(description="run kernels for a profiler: warm-ups, then one measured call each")
     ap.add_argument("--problem", required=True, help="problem.py (or its directory)")
-    ap.add_argument("--kernel", required=True, help="the kernel file defining kernel_function")
+    ap.add_argument("--kernel", help="the kernel file defining kernel_function")
+    ap.add_argument("--batch", action="append", default=[], metavar="ID=PATH",
+                    help="profile several kernels in this one process, in order; each measured call runs "
+                         "inside the NVTX ranges kagent_measured and kagent_kernel:ID")
     ap.add_argument("--device", default="cuda", help="cuda (the pinned GPU; HIP on ROCm) or cpu (Triton interpreter)")
     ap.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float16", "float32", "auto"],
                     help="floating input dtype; auto: inferred from the kernel text (SPEC §4.1)")
@@ -99,6 +175,14 @@ def main(argv=None):
     args = ap.parse_args(argv)
     if args.warmup < 0:
         ap.error("--warmup must be >= 0")
+    if bool(args.kernel) == bool(args.batch):
+        ap.error("give either --kernel or one or more --batch ID=PATH")
+    try:
+        batch = [parse_batch_item(b) for b in args.batch]
+    except ValueError as exc:
+        ap.error(str(exc))
+    if len({kid for kid, _ in batch}) != len(batch):
+        ap.error("--batch ids must be unique")
 
     if args.device == "cpu":
         os.environ.setdefault("TRITON_INTERPRET", "1")  # before anything imports triton
@@ -110,8 +194,8 @@ def main(argv=None):
     problem_path = os.path.abspath(args.problem)
     if os.path.isdir(problem_path):
         problem_path = os.path.join(problem_path, "problem.py")
-    kernel_path = os.path.abspath(args.kernel)
-    for what, path in (("problem", problem_path), ("kernel", kernel_path)):
+    kernels = [(kid, os.path.abspath(p)) for kid, p in batch] or [(None, os.path.abspath(args.kernel))]
+    for what, path in [("problem", problem_path)] + [("kernel", p) for _, p in kernels]:
         if not os.path.isfile(path):
             print(f"profile_wrapper: {what} file not found: {path}", file=sys.stderr)
             return 2
@@ -122,53 +206,23 @@ def main(argv=None):
     import harness_core as core
     import torch
 
+    if not batch:
+        return run_single(torch, core, args, problem_path, kernels[0][1])
+    return run_batch(torch, core, args, problem_path, kernels)
+
+
+def kernel_dtype(core, args, kernel_path):
+    with open(kernel_path, encoding="utf-8") as f:
+        source = f.read()
+    return core.dtype_of(infer_dtype(source) if args.dtype == "auto" else args.dtype)
+
+
+def run_single(torch, core, args, problem_path, kernel_path):
     try:
-        with open(kernel_path, encoding="utf-8") as f:
-            source = f.read()
-        dtype_name = infer_dtype(source) if args.dtype == "auto" else args.dtype
-        dtype = core.dtype_of(dtype_name)
-        device = args.device
-
-        torch.manual_seed(args.seed)
-        with core.working_directory(os.path.dirname(problem_path)):
-            problem = core.import_fresh(problem_path, "problem")
-        inputs = make_inputs(torch, problem, device, dtype)
-        get_init = getattr(problem, "get_init_inputs", None)  # optional (SPEC §14 B.105)
-        init_inputs = list(get_init()) if get_init else []
-
-        with core.working_directory(os.path.dirname(kernel_path)):
-            kernel = core.import_fresh(kernel_path, "kernel")
-        fn = getattr(kernel, "kernel_function", None)
-        if fn is None or not callable(fn):
-            print(f"profile_wrapper: {kernel_path} defines no callable kernel_function", file=sys.stderr)
-            return 1
-
-        named = {}
-        if needs_model(fn, len(inputs)) and hasattr(problem, "Model"):
-            with torch.device(device):
-                model = problem.Model(*init_inputs)
-            if any(True for _ in model.parameters()):
-                model = model.to(device=device, dtype=dtype)
-            named = core.named_params(model.eval(), init_inputs)
-        call_args, call_kwargs = core.bind_arguments(fn, inputs, named)
-
-        nvtx = getattr(getattr(torch, "cuda", None), "nvtx", None) if device.startswith("cuda") else None
-        with torch.no_grad():
-            for _ in range(args.warmup):
-                fn(*call_args, **call_kwargs)
-            core.synchronize(device)
-            pushed = False
-            if nvtx is not None:
-                with contextlib.suppress(Exception):  # a build without NVTX/roctx: no range, same call
-                    nvtx.range_push(MEASURED_RANGE)
-                    pushed = True
-            out = fn(*call_args, **call_kwargs)
-            if pushed:
-                with contextlib.suppress(Exception):
-                    nvtx.range_pop()
-            core.synchronize(device)
-        if out is None:
-            out = call_args[0] if call_args else None  # an in-place kernel
+        dtype = kernel_dtype(core, args, kernel_path)
+        problem = Problem(torch, core, problem_path, args.device, dtype, args.seed)
+        fn = load_kernel(core, kernel_path)
+        out = run_one(torch, core, problem, fn, args.warmup, [MEASURED_RANGE])
     except core.CandidateError as exc:
         print(f"profile_wrapper: {exc}", file=sys.stderr)
         return 1
@@ -177,6 +231,29 @@ def main(argv=None):
         return 1
     print(f"output shape: {output_shape(out)}", flush=True)
     return 0
+
+
+def run_batch(torch, core, args, problem_path, kernels):
+    """Each kernel in turn on one set of inputs per dtype. A kernel that fails prints
+    "kernel ID failed: ..." and the next one runs; the exit status is 0 only when every kernel ran.
+    After a device fault the context is lost, so every later kernel fails too: the runner profiles
+    those again on their own."""
+    problems = {}
+    failed = 0
+    for kid, path in kernels:
+        try:
+            dtype = kernel_dtype(core, args, path)
+            if dtype not in problems:
+                problems[dtype] = Problem(torch, core, problem_path, args.device, dtype, args.seed)
+            fn = load_kernel(core, path)
+            out = run_one(torch, core, problems[dtype], fn, args.warmup, [MEASURED_RANGE, f"{KERNEL_RANGE}{kid}"])
+        except Exception as exc:  # noqa: BLE001 - reported per kernel, the batch goes on
+            failed += 1
+            detail = str(exc) if isinstance(exc, core.CandidateError) else traceback.format_exc(limit=4)
+            print(f"kernel {kid} failed: {detail.strip()}", flush=True)
+            continue
+        print(f"kernel {kid} output shape: {output_shape(out)}", flush=True)
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":
