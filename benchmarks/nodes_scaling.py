@@ -26,11 +26,11 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 SECRET = "benchmark-secret-0123456789"
 
 
-def config(base, devices, workers, rounds, samples, gpu_ids=True):
+def config(base, devices, workers, rounds, samples, gpu_ids=True, schedule="rounds"):
     text = (ROOT / "configs" / "cpu.yaml").read_text()
     text = text.replace("num_workers: 2", f"num_workers: {workers}")
     text = text.replace("max_rounds: 3", f"max_rounds: {rounds}")
-    text = text.replace("  num_bottlenecks: 2", f"  num_bottlenecks: 2\n  samples_per_prompt: {samples}")
+    text = text.replace("  num_bottlenecks: 2", f"  num_bottlenecks: 2\n  samples_per_prompt: {samples}\n  schedule: {schedule}")
     if gpu_ids:
         text += "gpu_ids: [" + ", ".join(str(i) for i in range(devices)) + "]\n"
     path = base / f"cpu_{devices}dev_{workers}w_{'ids' if gpu_ids else 'run'}.yaml"
@@ -81,19 +81,21 @@ def main():
     ap.add_argument("--delay", type=float, default=3.0, help="KAGENT_REPLAY_DELAY_S: seconds per LLM reply")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--samples", type=int, default=2, help="samples_per_prompt: more candidates per round")
+    ap.add_argument("--schedule", default="rounds", choices=["rounds", "async"],
+                    help="strategy_config.schedule (async keeps every device fed across the round barrier)")
     a = ap.parse_args()
     env = dict(os.environ, KAGENT_REPLAY_DELAY_S=str(a.delay), KAGENT_NODE_SECRET=SECRET)
     base = pathlib.Path(tempfile.mkdtemp(prefix="kagent_scaling_"))
     print(f"machine: {os.cpu_count()} cores; LLM delay {a.delay} s per reply; matvec, beam 2x2, "
-          f"{a.samples} samples, {a.rounds} rounds; two pipelines per device")
+          f"{a.samples} samples, {a.rounds} rounds, {a.schedule} schedule; two pipelines per device")
     results = []
     for n in (1, 2, 4):
-        results.append(run(a.binary, base, f"1 node, {n} device(s)", config(base, n, 2 * n, a.rounds, a.samples), env))
+        results.append(run(a.binary, base, f"1 node, {n} device(s)", config(base, n, 2 * n, a.rounds, a.samples, schedule=a.schedule), env))
         print(json.dumps(results[-1]), flush=True)
-    node_cfg = config(base, 2, 4, a.rounds, a.samples)
+    node_cfg = config(base, 2, 4, a.rounds, a.samples, schedule=a.schedule)
     nodes = [start_node(a.binary, base, name, node_cfg, env) for name in ("nodeA", "nodeB")]
     try:
-        run_cfg = config(base, 4, 8, a.rounds, a.samples, gpu_ids=False)
+        run_cfg = config(base, 4, 8, a.rounds, a.samples, gpu_ids=False, schedule=a.schedule)
         results.append(run(a.binary, base, "2 nodes x 2 devices", run_cfg, env,
                            ["--no-local-devices", "--node", nodes[0][1], "--node", nodes[1][1]]))
         print(json.dumps(results[-1]), flush=True)
