@@ -125,16 +125,7 @@ void manager_state::on_start() {
   for (const auto& n : ctx_->notes) emit(event_kind::note, {{"what", n}});
   db_->set_states({{store::state_key::status, "running"}, {store::state_key::kernel_dir, ctx_->kernel_dir},
                    {store::state_key::strategy_name, ctx_->cfg.name}});
-  if (!ctx_->remote_devices.empty()) {
-    // program.db names the node of every gpu_id (a resumed run's ids may name other nodes' devices).
-    auto labels = nlohmann::json::object();
-    if (auto before = db_->get_state(store::state_key::device_labels)) {
-      auto j = nlohmann::json::parse(*before, nullptr, false);
-      if (j.is_object()) labels = j;
-    }
-    labels.update(device_labels());
-    db_->set_state_json(store::state_key::device_labels, labels);
-  }
+  if (!remotes_.empty()) save_device_labels();
   if (ctx_->resume) {
     resumed_ = true;
     return resume();
@@ -427,6 +418,18 @@ nlohmann::json manager_state::device_labels() const {
   return j;
 }
 
+// program.db names the node of every gpu_id this run ever used: this session's node devices are
+// merged into what earlier sessions stored (a resumed run's ids may name other nodes' devices).
+void manager_state::save_device_labels() {
+  auto stored = nlohmann::json::object();
+  if (auto before = db_->get_state(store::state_key::device_labels)) {
+    auto parsed = nlohmann::json::parse(*before, nullptr, false);
+    if (parsed.is_object()) stored = parsed;
+  }
+  stored.update(device_labels());
+  db_->set_state_json(store::state_key::device_labels, stored);
+}
+
 size_t manager_state::least_loaded() const {
   size_t k = workers_.size();
   for (size_t i = 0; i < workers_.size(); ++i)
@@ -691,24 +694,16 @@ std::string manager_state::label_of(int device_id) const {
 // queue goes to them at once.
 void manager_state::on_node_joined(const node_joined& j) {
   if (finished_) return;
-  nlohmann::json labels = nlohmann::json::object();
   for (const auto& d : j.devices) {
     const int id = next_remote_id_++;
     remotes_[id] = remote_device{id, j.node, d.device_id, d.name, d.handle};
     workers_.push_back({caf::actor{}, id, 0, 0, analysis_mode::profiled, "", false});
     spawn_worker(workers_.size() - 1);
-    labels[std::to_string(id)] = label_of(id);
     emit(event_kind::node_up, {{"device", label_of(id)}, {"gpu_id", id}, {"name", d.name}, {"node", j.node},
                                {"devices", std::count_if(workers_.begin(), workers_.end(),
                                                          [](const worker_slot& s) { return !s.lost; })}});
   }
-  auto stored = nlohmann::json::object();
-  if (auto before = db_->get_state(store::state_key::device_labels)) {
-    auto parsed = nlohmann::json::parse(*before, nullptr, false);
-    if (parsed.is_object()) stored = parsed;
-  }
-  stored.update(labels);
-  db_->set_state_json(store::state_key::device_labels, stored);
+  save_device_labels();
   pump();
 }
 
@@ -825,7 +820,9 @@ search::run_identity manager_state::identity() const {
   id.run_dir = ctx_->run_path;
   id.run_id = run_path_.filename().string();
   id.vendor = ctx_->vendor;
-  id.devices = ctx_->device_ids;
+  // Every device the session used: those of the start and those that joined later (node_up).
+  for (const auto& w : workers_) id.devices.push_back(w.device_id);
+  if (id.devices.empty()) id.devices = ctx_->device_ids;
   id.gpu_name = ctx_->gpu_name;
   id.platform = ctx_->cfg.platform.uniform();
   id.profiler_platform = ctx_->cfg.platform.profiler;

@@ -82,6 +82,7 @@ private:
   double best_ms_now() const;
   size_t least_loaded() const;
   nlohmann::json device_labels() const;
+  void save_device_labels();
   // ---- results ------------------------------------------------------------------------------------
   void on_result(const candidate_result& res);
   void commit_result(const candidate_result& res, const candidate_spec& spec, const worker_slot& w,

@@ -18,7 +18,7 @@
 
 #include "platform/common/env.hpp"
 #include "platform/common/errors.hpp"
-#include "platform/store/util.hpp"
+#include "platform/store/node_scratch.hpp"
 
 namespace kagent {
 
@@ -52,18 +52,6 @@ std::string relative_to_run(const std::string& dir, const std::string& run_path)
   return rel.empty() ? fs::path(dir).filename().string() : rel.string();
 }
 
-void write_artifacts(const std::string& work_dir, std::vector<artifact>& files) {
-  for (const auto& a : files) {
-    const auto rel = fs::path(a.path).lexically_normal();
-    if (rel.empty() || rel.is_absolute() || *rel.begin() == "..") continue;  // never outside the work_dir
-    try {
-      store::write_file_atomic(fs::path(work_dir) / rel, a.bytes);
-    } catch (const std::exception&) {
-    }
-  }
-  files.clear();
-}
-
 /// Sends `req` (evaluate or profile) to a node's device with its directory relative to the run, and
 /// answers with the reply once the files the node sent back are in that directory here.
 template <class Reply, class Request>
@@ -74,7 +62,8 @@ caf::result<Reply> across_link(device_actor_type::pointer self, const device_act
   auto rp = self->make_response_promise<Reply>();
   self->request(remote, caf::infinite, req)
       .then([rp, local](Reply r) mutable {
-              write_artifacts(local, r.artifacts);
+              store::write_shipped_files(local, r.artifacts);
+              r.artifacts.clear();
               rp.deliver(std::move(r));
             },
             [rp](caf::error& err) mutable { rp.deliver(std::move(err)); });
@@ -88,6 +77,50 @@ std::string ask_node(caf::scoped_actor& self, const caf::actor& gk, const auto& 
   self->request(gk, timeout, msg).receive([&](Reply& r) { out = std::move(r); },
                                           [&](caf::error& e) { err = reason_of(e); });
   return err;
+}
+
+
+/// How far a node's handshake got.
+enum class handshake_step { connect, version, hello, auth, platform, no_devices, done };
+
+/// One node's handshake up to its offer, blocking the caller's thread: connect (TLS, wire version),
+/// hello, proof of the secret (bound to this process's CAF node id, so any actor of this process may
+/// then open a run there), the node's offer, and the checks of that offer (`platform` "" takes any).
+/// Shared by the start (connect_nodes), a node's link actor (late and returning nodes) and
+/// `gpus --node` (query_nodes).
+struct handshake {
+  handshake_step failed_at = handshake_step::done;
+  std::string error;  ///< the connection's or the node's reason
+  caf::actor gatekeeper;
+  node_offer offer;
+};
+
+handshake shake_hands(caf::scoped_actor& self, const node_address& addr, const std::string& secret,
+                      const std::string& platform) {
+  handshake h;
+  auto& sys = self->home_system();
+  auto gk = caf::openssl::remote_actor(sys, addr.host, addr.port);
+  if (!gk) {
+    h.failed_at = gk.error() == caf::sec::incompatible_application_ids ? handshake_step::version : handshake_step::connect;
+    h.error = sys.render(gk.error());
+    return h;
+  }
+  h.gatekeeper = *gk;
+  node_challenge challenge;
+  if (h.error = ask_node(self, *gk, node_hello{wire_version, KAGENT_VERSION, host_name()}, challenge,
+                         std::chrono::seconds(30));
+      !h.error.empty()) {
+    h.failed_at = handshake_step::hello;
+    return h;
+  }
+  const auto proof = node_proof(secret, challenge.nonce, to_string(sys.node()), wire_version);
+  if (h.error = ask_node(self, *gk, node_auth{proof}, h.offer, std::chrono::seconds(30)); !h.error.empty()) {
+    h.failed_at = handshake_step::auth;
+    return h;
+  }
+  if (!platform.empty() && h.offer.platform != platform) h.failed_at = handshake_step::platform;
+  else if (h.offer.devices.empty()) h.failed_at = handshake_step::no_devices;
+  return h;
 }
 
 
@@ -131,45 +164,42 @@ std::vector<node_session> connect_nodes(caf::scoped_actor& self, const run_conte
                                         int first_id) {
   std::vector<node_session> out;
   if (ctx.cfg.nodes.empty()) return out;
-  auto& sys = self->home_system();
   const auto secret = node_secret_from_env();
   const run_setup setup{run_id, to_yaml(ctx.cfg), ctx.input_code, ctx.problem_code, ctx.test_code};
   int next = first_id;
   for (const auto& text : ctx.cfg.nodes) {
     node_session session;
     session.address = text;
-    const auto addr = parse_node_address(text, "nodes:");
-    auto gk = caf::openssl::remote_actor(sys, addr.host, addr.port);
-    if (!gk && gk.error() == caf::sec::incompatible_application_ids)
-      throw user_error(fmt::format("node {} runs another kagent-actors wire version (this one speaks kagent-wire-{}, "
-                                   "kagent-actors {}): use the same version on both sides",
-                                   text, wire_version, KAGENT_VERSION));
-    if (!gk) {
-      session.unreachable = fmt::format("cannot connect ({}); is `kagent-actors serve --listen {}` running there?",
-                                        sys.render(gk.error()), text);
-      out.push_back(std::move(session));
-      continue;
+    const auto h = shake_hands(self, parse_node_address(text, "nodes:"), secret, ctx.cfg.platform.verifier);
+    switch (h.failed_at) {
+      case handshake_step::version:
+        throw user_error(fmt::format("node {} runs another kagent-actors wire version (this one speaks kagent-wire-{}, "
+                                     "kagent-actors {}): use the same version on both sides",
+                                     text, wire_version, KAGENT_VERSION));
+      case handshake_step::connect:
+        session.unreachable =
+            fmt::format("cannot connect ({}); is `kagent-actors serve --listen {}` running there?", h.error, text);
+        out.push_back(std::move(session));
+        continue;
+      case handshake_step::hello:
+      case handshake_step::auth:
+        throw user_error(fmt::format("node {} refused this run: {}", text, h.error));
+      case handshake_step::platform:
+        throw user_error(fmt::format("node {} serves the {} platform, this run's is {}", text, h.offer.platform,
+                                     ctx.cfg.platform.verifier));
+      case handshake_step::no_devices:
+        throw user_error(fmt::format("node {} offers no device (its own selection found none; `kagent-actors gpus` "
+                                     "there says why)",
+                                     text));
+      case handshake_step::done:
+        break;
     }
-    node_challenge challenge;
-    if (auto err = ask_node(self, *gk, node_hello{wire_version, KAGENT_VERSION, host_name()}, challenge,
-                            std::chrono::seconds(30));
-        !err.empty())
-      throw user_error(fmt::format("node {} refused this run: {}", text, err));
-    node_offer offer;
-    const auto proof = node_proof(secret, challenge.nonce, to_string(sys.node()), wire_version);
-    if (auto err = ask_node(self, *gk, node_auth{proof}, offer, std::chrono::seconds(30)); !err.empty())
-      throw user_error(fmt::format("node {} refused this run: {}", text, err));
-    if (offer.platform != ctx.cfg.platform.verifier)
-      throw user_error(fmt::format("node {} serves the {} platform, this run's is {}", text, offer.platform,
-                                   ctx.cfg.platform.verifier));
-    if (offer.devices.empty())
-      throw user_error(fmt::format("node {} offers no device (its own selection found none; `kagent-actors gpus` "
-                                   "there says why)",
-                                   text));
     std::vector<node_device> devices;
-    if (auto err = ask_node(self, *gk, setup, devices, std::chrono::seconds(120)); !err.empty())
+    if (auto err = ask_node(self, h.gatekeeper, setup, devices, std::chrono::seconds(120)); !err.empty())
       throw user_error(fmt::format("node {} could not open this run: {}", text, err));
-    session.gatekeeper = *gk;
+    const auto& offer = h.offer;
+    session.gatekeeper = h.gatekeeper;
+    session.gpu_name = offer.devices.front().gpu_name;
     for (const auto& d : devices) session.devices.push_back({next++, offer.node_name, d.device_id, d.name, d.handle});
     out.push_back(std::move(session));
   }
@@ -185,28 +215,11 @@ std::vector<node_query> query_nodes(const std::vector<std::string>& addresses, c
   for (const auto& text : addresses) {
     node_query q;
     q.address = text;
-    const auto addr = parse_node_address(text, "--node");
-    auto gk = caf::openssl::remote_actor(sys, addr.host, addr.port);
-    if (!gk) {
-      q.error = gk.error() == caf::sec::incompatible_application_ids
-                    ? "it runs another kagent-actors wire version"
-                    : "cannot connect (" + sys.render(gk.error()) + ")";
-      out.push_back(std::move(q));
-      continue;
-    }
-    node_challenge challenge;
-    node_offer offer;
-    if (auto err = ask_node(self, *gk, node_hello{wire_version, KAGENT_VERSION, host_name()}, challenge,
-                            std::chrono::seconds(30));
-        !err.empty())
-      q.error = "refused: " + err;
-    else if (auto err2 = ask_node(self, *gk,
-                                  node_auth{node_proof(secret, challenge.nonce, to_string(sys.node()), wire_version)},
-                                  offer, std::chrono::seconds(30));
-             !err2.empty())
-      q.error = "refused: " + err2;
-    else
-      q.offer = std::move(offer);
+    const auto h = shake_hands(self, parse_node_address(text, "--node"), secret, "");
+    if (h.failed_at == handshake_step::version) q.error = "it runs another kagent-actors wire version";
+    else if (h.failed_at == handshake_step::connect) q.error = "cannot connect (" + h.error + ")";
+    else if (h.failed_at == handshake_step::hello || h.failed_at == handshake_step::auth) q.error = "refused: " + h.error;
+    else q.offer = h.offer;  // an empty offer is listed as such
     out.push_back(std::move(q));
   }
   return out;
@@ -254,44 +267,41 @@ caf::behavior node_link_actor(caf::event_based_actor* self, context_ptr ctx, std
         } catch (const std::exception&) {
           return;  // checked at start: cannot happen
         }
-        // Blocks this (detached) actor's own thread, at most about one heartbeat interval.
-        auto gk = caf::openssl::remote_actor(self->home_system(), addr.host, addr.port);
-        if (!gk) return retry(std::chrono::seconds(2));
+        // Blocks this (detached) actor's own thread: about one heartbeat interval when the node is not
+        // there, at most a minute when it hangs mid-handshake.
+        caf::scoped_actor blocking{self->home_system()};
+        const auto h = shake_hands(blocking, addr, secret, ctx->cfg.platform.verifier);
+        switch (h.failed_at) {
+          case handshake_step::connect:
+          case handshake_step::version:
+            return retry(std::chrono::seconds(2));
+          case handshake_step::hello:
+          case handshake_step::auth:
+            return refused(h.error);
+          case handshake_step::platform:
+            return refused("it serves the " + h.offer.platform + " platform");
+          case handshake_step::no_devices:
+            return refused("it offers no device");
+          case handshake_step::done:
+            break;
+        }
+        // The run is opened by this actor: the node ends it when its opener is gone.
         st->connecting = true;
-        auto node = *gk;
-        const auto proof_for = [secret, self](const std::string& nonce) {
-          return node_proof(secret, nonce, to_string(self->home_system().node()), wire_version);
-        };
-        auto failed = [st, refused](caf::error& e) {
-          st->connecting = false;
-          refused(reason_of(e));
-        };
-        self->request(node, std::chrono::seconds(30), node_hello{wire_version, KAGENT_VERSION, host_name()})
+        const auto node = h.gatekeeper;
+        const auto name = h.offer.node_name;
+        const run_setup setup{run_id, to_yaml(ctx->cfg), ctx->input_code, ctx->problem_code, ctx->test_code};
+        self->request(node, std::chrono::seconds(120), setup)
             .then(
-                [=](const node_challenge& c) {
-                  self->request(node, std::chrono::seconds(30), node_auth{proof_for(c.nonce)})
-                      .then(
-                          [=](const node_offer& o) {
-                            if (o.platform != ctx->cfg.platform.verifier || o.devices.empty()) {
-                              st->connecting = false;
-                              return refused(o.devices.empty() ? "it offers no device"
-                                                               : "it serves the " + o.platform + " platform");
-                            }
-                            const run_setup setup{run_id, to_yaml(ctx->cfg), ctx->input_code, ctx->problem_code,
-                                                  ctx->test_code};
-                            self->request(node, std::chrono::seconds(120), setup)
-                                .then(
-                                    [=](const std::vector<node_device>& devices) {
-                                      st->connecting = false;
-                                      st->gatekeeper = node;
-                                      self->monitor(node);
-                                      self->send(manager, node_joined{o.node_name, devices});
-                                    },
-                                    failed);
-                          },
-                          failed);
+                [=](const std::vector<node_device>& devices) {
+                  st->connecting = false;
+                  st->gatekeeper = node;
+                  self->monitor(node);
+                  self->send(manager, node_joined{name, devices});
                 },
-                failed);
+                [st, refused](caf::error& e) {
+                  st->connecting = false;
+                  refused(reason_of(e));
+                });
       },
   };
 }

@@ -38,6 +38,7 @@ struct node_session {
   std::string address;              ///< HOST:PORT as the run names it
   caf::actor gatekeeper;            ///< invalid when it could not be reached
   std::vector<remote_device> devices;
+  std::string gpu_name;             ///< the specs key of the node's first device ("" when GPU-less)
   std::string unreachable;          ///< why it could not be reached ("" when it was)
 };
 

@@ -107,17 +107,22 @@ resume_target read_resume_target(const std::string& run_dir, int extend_to_round
 
 namespace {
 
+/// The kernel directory's paths and the three files a run (and each node of it) works from.
+void read_kernel_dir(run_context& ctx, const std::string& kernel_dir) {
+  ctx.kernel_dir = kernel_dir;
+  ctx.problem_path = (fs::path(kernel_dir) / "problem.py").string();
+  ctx.test_path = (fs::path(kernel_dir) / "test.py").string();
+  ctx.input_code = read_file(fs::path(kernel_dir) / "input.py");
+  ctx.problem_code = read_file(ctx.problem_path);
+  ctx.test_code = read_file(ctx.test_path);
+}
+
 /// What the run reads of its request and kernel directory before anything else.
 std::shared_ptr<run_context> context_from(const run_request& req) {
   auto ctx = std::make_shared<run_context>();
   ctx->cfg = req.cfg;
   ctx->resume = !req.resume_dir.empty();
-  ctx->kernel_dir = fs::absolute(req.kernel_dir).lexically_normal().string();
-  ctx->problem_path = (fs::path(ctx->kernel_dir) / "problem.py").string();
-  ctx->test_path = (fs::path(ctx->kernel_dir) / "test.py").string();
-  ctx->input_code = read_file(fs::path(ctx->kernel_dir) / "input.py");
-  ctx->problem_code = read_file(ctx->problem_path);
-  ctx->test_code = read_file(ctx->test_path);
+  read_kernel_dir(*ctx, fs::absolute(req.kernel_dir).lexically_normal().string());
   ctx->install_root = install_root();
   ctx->python = pick_python(req.cfg, ctx->install_root);
   ctx->verbose = req.verbose;
@@ -137,6 +142,9 @@ void select_devices(run_context& rc, const env_map& env, std::vector<std::string
   if (platform_needs_no_gpu(ctx->cfg.platform)) {
     ctx->device_ids = ctx->cfg.gpu_ids.empty() ? std::vector<int>{0} : ctx->cfg.gpu_ids;
     ctx->gpu_name = ctx->cfg.gpu_name.empty() ? "" : validate_gpu_name(ctx->cfg.gpu_name);
+    if (ctx->cfg.platform.verifier == "cpu")
+      if (auto n = cpu_device_note(ctx->device_ids.size(), std::thread::hardware_concurrency()); !n.empty())
+        notes.push_back(n);
   } else {
     if (!ctx->cfg.gpu_name.empty()) validate_gpu_name(ctx->cfg.gpu_name);
     auto sel = detect_gpus({ctx->cfg.platform, ctx->cfg.gpu_ids}, env, tool_locations::from_env(env, ctx->python));
@@ -279,12 +287,7 @@ context_ptr node_run_context(const run_context& base, run_config run_cfg, const 
   run_cfg.gpu_name = base.cfg.gpu_name;
   run_cfg.python = base.cfg.python;
   ctx->cfg = run_cfg;
-  ctx->kernel_dir = kernel_dir;
-  ctx->problem_path = (fs::path(kernel_dir) / "problem.py").string();
-  ctx->test_path = (fs::path(kernel_dir) / "test.py").string();
-  ctx->input_code = read_file(fs::path(kernel_dir) / "input.py");
-  ctx->problem_code = read_file(ctx->problem_path);
-  ctx->test_code = read_file(ctx->test_path);
+  read_kernel_dir(*ctx, kernel_dir);
   ctx->run_path = run_path;
   std::vector<std::string> notes;
   plan_candidate_sandbox(*ctx, notes);
@@ -388,6 +391,14 @@ run_outcome run_optimization(const run_request& req) {
       unreachable.push_back("node " + session.address + ": " + session.unreachable);
       ctx->notes.push_back("node " + session.address + " is not there yet (" + session.unreachable +
                            "): its devices join the run when it answers");
+    }
+    // Without devices of its own, the run's GPU (specs, the hardware floor, the roofline) is the nodes'.
+    if (ctx->gpu_name.empty() && !session.gpu_name.empty()) {
+      ctx->gpu_name = session.gpu_name;
+      ctx->notes.push_back(fmt::format("gpu_name {}: from node {}", session.gpu_name, session.address));
+    } else if (!session.gpu_name.empty() && session.gpu_name != ctx->gpu_name) {
+      ctx->notes.push_back(fmt::format("node {} has {} (this run's gpu_name is {})", session.address,
+                                       session.gpu_name, ctx->gpu_name));
     }
     for (const auto& d : session.devices) {
       ctx->remote_devices.push_back(d);

@@ -25,16 +25,13 @@
 #include "platform/common/files.hpp"
 #include "platform/common/stop.hpp"
 #include "platform/process/runner.hpp"
-#include "platform/store/util.hpp"
+#include "platform/store/node_scratch.hpp"
 
 namespace kagent {
 
 namespace fs = std::filesystem;
 
 namespace {
-
-constexpr std::uintmax_t max_artifact_bytes = 8u << 20;   ///< one file; larger ones travel as a note
-constexpr std::uintmax_t max_reply_bytes = 48u << 20;     ///< all files of one reply
 
 /// The managers that proved the secret, by CAF node id; read by every relay on every request.
 struct node_auth_db {
@@ -50,76 +47,18 @@ struct node_auth_db {
   }
 };
 
-/// Where a manager's work_dir (relative to its run directory: candidates/r1_c0) lives on this node.
-fs::path node_dir(const fs::path& run_root, const std::string& relative) {
-  fs::path rel = fs::path(relative).lexically_normal();
-  if (rel.empty() || rel.is_absolute() || *rel.begin() == "..") rel = fs::path("elsewhere") / rel.filename();
-  return run_root / rel;
-}
-
-using file_stamps = std::map<std::string, std::pair<std::uintmax_t, fs::file_time_type>>;
-
-bool skipped_dir(const fs::path& p) {
-  const auto n = p.filename().string();
-  return n == "triton" || n == "tmp" || n == "__pycache__";
-}
-
-file_stamps stamps_of(const fs::path& dir) {
-  file_stamps out;
-  std::error_code ec;
-  if (!fs::is_directory(dir, ec)) return out;
-  for (auto it = fs::recursive_directory_iterator(dir, ec); !ec && it != fs::recursive_directory_iterator();
-       it.increment(ec)) {
-    if (it->is_directory(ec) && skipped_dir(it->path())) {
-      it.disable_recursion_pending();
-      continue;
-    }
-    if (!it->is_regular_file(ec)) continue;
-    out[fs::relative(it->path(), dir, ec).string()] = {it->file_size(ec), it->last_write_time(ec)};
-  }
-  return out;
-}
-
-/// The files the device work wrote or changed under `dir`, to send back to the manager: none is
-/// dropped silently (one too large, or past the reply's limit, travels as a note with its size and
-/// hash).
-std::vector<artifact> written_since(const fs::path& dir, const file_stamps& before) {
-  std::vector<artifact> out;
-  std::uintmax_t total = 0;
-  for (const auto& [rel, stamp] : stamps_of(dir)) {
-    if (auto it = before.find(rel); it != before.end() && it->second == stamp) continue;
-    std::string bytes;
-    try {
-      bytes = read_file(dir / rel);
-    } catch (const std::exception&) {
-      continue;  // gone since the walk
-    }
-    if (bytes.size() > max_artifact_bytes || total + bytes.size() > max_reply_bytes) {
-      out.push_back({rel + ".omitted.txt",
-                     fmt::format("{} ({} bytes, sha256 {}) stayed on the node: over the {} MiB limit of {}\n", rel,
-                                 bytes.size(), store::sha256_hex(bytes),
-                                 (bytes.size() > max_artifact_bytes ? max_artifact_bytes : max_reply_bytes) >> 20,
-                                 bytes.size() > max_artifact_bytes ? "one file" : "one reply")});
-      continue;
-    }
-    total += bytes.size();
-    out.push_back({rel, std::move(bytes)});
-  }
-  return out;
-}
-
 /// Runs `req` (evaluate or profile) on `device` in this node's copy of its directory and answers with
 /// the reply and the files the work wrote there.
 template <class Reply, class Self, class Request>
 caf::result<Reply> in_node_dir(Self* self, const device_actor_type& device, const fs::path& run_root, Request req) {
-  const auto dir = node_dir(run_root, req.work_dir);
+  const auto dir = store::node_work_dir(run_root, req.work_dir);
   fs::create_directories(dir);
-  const auto before = stamps_of(dir);
+  const auto before = store::stamp_files(dir);
   req.work_dir = dir.string();
   auto rp = self->template make_response_promise<Reply>();
   self->request(device, caf::infinite, req)
       .then([rp, dir, before](Reply r) mutable {
-              r.artifacts = written_since(dir, before);
+              r.artifacts = store::files_written_since(dir, before);
               rp.deliver(std::move(r));
             },
             [rp](caf::error& err) mutable { rp.deliver(std::move(err)); });
@@ -187,7 +126,7 @@ public:
 private:
   struct open_run_state {
     std::vector<caf::actor> actors;  ///< the run's device actors and relays
-    fs::path dir;
+    store::node_scratch_run scratch;
   };
 
   caf::node_id sender_node() const {
@@ -246,23 +185,17 @@ private:
     if (cfg.platform.verifier != base_->cfg.platform.verifier)
       return make_error(errc::node_refused, fmt::format("node {} serves the {} platform, this run's is {}", *name_,
                                                          base_->cfg.platform.verifier, cfg.platform.verifier));
-    std::string safe;
-    for (char c : s.run_id) safe += std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' ? c : '_';
-    const auto dir = scratch_ / fmt::format("{}-{}", safe.empty() ? "run" : safe, ++opened_);
     std::vector<node_device> out;
+    store::node_scratch_run scratch;
     try {
-      fs::create_directories(dir / "kernel");
-      store::write_file_atomic(dir / "kernel" / "input.py", s.input_code);
-      store::write_file_atomic(dir / "kernel" / "problem.py", s.problem_code);
-      store::write_file_atomic(dir / "kernel" / "test.py", s.test_code);
-      auto ctx = node_run_context(*base_, cfg, (dir / "kernel").string(), (dir / "run").string());
-      fs::create_directories(dir / "run");
+      scratch = store::open_node_scratch_run(scratch_, s.run_id, ++opened_, s.input_code, s.problem_code, s.test_code);
+      auto ctx = node_run_context(*base_, cfg, scratch.kernel_dir().string(), scratch.run_dir().string());
       auto& run = runs_[from->address()];
-      run.dir = dir;
+      run.scratch = scratch;
       for (size_t k = 0; k < ctx->device_ids.size(); ++k) {
         const int id = ctx->device_ids[k];
         auto dev = self_->spawn<caf::detached>(device_actor, context_ptr{ctx}, id);
-        auto relay = self_->spawn(node_device_relay, dev, std::shared_ptr<const node_auth_db>{auth_}, dir / "run");
+        auto relay = self_->spawn(node_device_relay, dev, std::shared_ptr<const node_auth_db>{auth_}, scratch.run_dir());
         run.actors.push_back(caf::actor_cast<caf::actor>(dev));
         run.actors.push_back(caf::actor_cast<caf::actor>(relay));
         out.push_back({id, k < ctx->device_names.size() ? ctx->device_names[k] : "cpu", relay});
@@ -271,7 +204,7 @@ private:
       return make_error(errc::node_refused, std::string("the run could not start here: ") + e.what());
     }
     self_->monitor(caf::actor_cast<caf::actor>(from));
-    log(fmt::format("run {} opened: {} device(s), files under {}", s.run_id, out.size(), dir.string()));
+    log(fmt::format("run {} opened: {} device(s), files under {}", s.run_id, out.size(), scratch.dir.string()));
     return out;
   }
 
@@ -279,9 +212,8 @@ private:
     auto it = runs_.find(manager);
     if (it == runs_.end()) return;
     for (auto& a : it->second.actors) self_->send_exit(a, caf::exit_reason::kill);
-    std::error_code ec;
-    fs::remove_all(it->second.dir, ec);
-    log(fmt::format("run closed ({}); {} removed", why, it->second.dir.string()));
+    store::remove_node_scratch_run(it->second.scratch);
+    log(fmt::format("run closed ({}); {} removed", why, it->second.scratch.dir.string()));
     runs_.erase(it);
   }
 

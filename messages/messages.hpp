@@ -24,6 +24,7 @@
 #include "platform/device/device_mode.hpp"
 #include "platform/llm/llm_types.hpp"
 #include "platform/profile_core/kernel_profile.hpp"
+#include "platform/store/node_scratch.hpp"
 #include "platform/store/program_db.hpp"
 
 namespace kagent {
@@ -82,10 +83,8 @@ struct completion {
 /// A file the device work wrote in its candidate's directory, sent back from a remote node (which
 /// keeps nothing): `path` relative to the request's work_dir. A file over the node's size limit
 /// travels as `<path>.omitted.txt` saying its size and sha256, never silently dropped.
-struct artifact {
-  std::string path;
-  std::string bytes;
-};
+/// A file a node's device work wrote, on its way back to the manager (platform/store/node_scratch).
+using artifact = store::shipped_file;
 
 /// Work for a device: verify or benchmark a candidate, or evaluate the starting kernel (initial).
 struct evaluate {
@@ -545,6 +544,10 @@ typename I::result_type inspect(I& f, run_finished& x) {
 
 namespace kagent::store {
 template <class I>
+typename I::result_type inspect(I& f, shipped_file& x) {
+  return f(caf::meta::type_name("artifact"), x.path, x.bytes);
+}
+template <class I>
 typename I::result_type inspect(I& f, attempt_record& x) {
   wire::opt<std::string> pid{x.program_id}, err{x.error_message};
   wire::opt<double> before{x.time_before_ms}, after{x.time_after_ms}, imp{x.improvement_pct},
@@ -610,10 +613,6 @@ std::string reason_of(const caf::error& e);
 /// actor_system, in every process that sends or receives them.
 void register_messages(caf::actor_system_config& cfg);
 
-template <class I>
-typename I::result_type inspect(I& f, artifact& x) {
-  return f(caf::meta::type_name("artifact"), x.path, x.bytes);
-}
 template <class I>
 typename I::result_type inspect(I& f, node_hello& x) {
   return f(caf::meta::type_name("node_hello"), x.wire, x.version, x.client);

@@ -274,4 +274,11 @@ platform_spec apply_detected_vendor(const platform_spec& p, const gpu_selection&
   return out;
 }
 
+std::string cpu_device_note(size_t devices, unsigned cores) {
+  if (cores == 0 || devices <= cores) return "";
+  return "devices: " + std::to_string(devices) + " cpu devices on " + std::to_string(cores) +
+         " cores: evaluators share cores, so their timings bend and the search follows them; use at most one "
+         "device per core (gpu_ids)";
+}
+
 }  // namespace kagent

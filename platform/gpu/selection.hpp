@@ -75,4 +75,9 @@ gpu_selection detect_gpus(const selection_request& req, const env_map& env, cons
 /// (rule 11). A given string, a map, noop and cpu are returned unchanged.
 platform_spec apply_detected_vendor(const platform_spec& p, const gpu_selection& sel);
 
+/// On a GPU-less platform each device is an evaluator process that needs a core of its own: with
+/// more devices than `cores`, their timings bend (and the search follows its timings). The note that
+/// says so, or "" when every device has a core (`cores` 0: unknown, no note).
+std::string cpu_device_note(size_t devices, unsigned cores);
+
 }  // namespace kagent

@@ -371,3 +371,11 @@ TEST(GpuSelection, SelectionCarriesDeviceRecords) {
   EXPECT_EQ(s.devices[0].compute_units, 304);
   EXPECT_TRUE(s.detected);
 }
+
+TEST(GpuSelection, MoreCpuDevicesThanCoresIsANoteThatSaysWhy) {
+  EXPECT_EQ(kagent::cpu_device_note(2, 2), "");
+  EXPECT_EQ(kagent::cpu_device_note(1, 16), "");
+  EXPECT_EQ(kagent::cpu_device_note(4, 0), "") << "unknown core count: no note";
+  const auto n = kagent::cpu_device_note(4, 2);
+  EXPECT_EQ(n.rfind("devices: 4 cpu devices on 2 cores: evaluators share cores, so their timings bend", 0), 0u) << n;
+}
