@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
-"""The program a profiler (rocprofv3, ncu) runs: one candidate kernel on the problem's inputs.
+"""The program a profiler (rocprofv3, ncu) runs: one candidate kernel on the problem's inputs, or a
+batch of them in one process.
 
-    profile_wrapper.py --problem problem.py --kernel kernel.py [--device cuda|cpu] [--dtype bfloat16|...|auto]
-                       [--size small] [--warmup 3] [--seed 0]
+    profile_wrapper.py --problem problem.py (--kernel kernel.py | --batch ID=PATH [--batch ID=PATH ...])
+                       [--device cuda|cpu] [--dtype bfloat16|...|auto] [--size small] [--warmup 3] [--seed 0]
 
 It imports only torch, the problem and the kernel (plus the stdlib-only helpers of harness_core, which
 bind the kernel's arguments exactly as the evaluator does). The inputs are created where they are used:
@@ -17,6 +18,12 @@ call (inside an NVTX range "kagent_measured" where torch.cuda.nvtx exists), sync
 "output shape: (M, N)". Exit status 0; 1 when the problem, the kernel or a call fails (traceback on
 stderr); 2 on bad usage. With --device cpu, TRITON_INTERPRET=1 is set before triton is imported and the
 problem size defaults to "small", as in run_once.py, so tests can run it without a GPU.
+
+Batch mode (--batch, the profile runner's profile_kernels): one interpreter, one CUDA context and one
+set of inputs per dtype for all the kernels; before each kernel's warm-ups the marker kernel of
+harness/batch_marker.py runs with a grid of (index + 1,), so the profiler's rows after it are that
+kernel's; each measured call also runs inside the nested range "kagent_kernel:ID". Prints "kernel ID
+output shape: ..." or "kernel ID failed: ..." per kernel and exits 0 once the batch ran through.
 """
 import argparse
 import contextlib
@@ -234,14 +241,20 @@ def run_single(torch, core, args, problem_path, kernel_path):
 
 
 def run_batch(torch, core, args, problem_path, kernels):
-    """Each kernel in turn on one set of inputs per dtype. A kernel that fails prints
-    "kernel ID failed: ..." and the next one runs; the exit status is 0 only when every kernel ran.
+    """Each kernel in turn on one set of inputs per dtype, each preceded by the batch marker with a
+    grid of (its index + 1,) (harness/batch_marker.py). A kernel that fails prints
+    "kernel ID failed: ..." and the next one runs; the exit status is 0 once the batch ran through.
     After a device fault the context is lost, so every later kernel fails too: the runner profiles
     those again on their own."""
     problems = {}
     failed = 0
-    for kid, path in kernels:
+    import batch_marker  # noqa: E402 - Triton only in batch mode
+    marker = batch_marker.Marker(torch, args.device, len(kernels))
+    for index, (kid, path) in enumerate(kernels):
         try:
+            # Before the kernel's warm-ups: every row of this kernel comes after its marker.
+            marker.launch(index)
+            core.synchronize(args.device)
             dtype = kernel_dtype(core, args, path)
             if dtype not in problems:
                 problems[dtype] = Problem(torch, core, problem_path, args.device, dtype, args.seed)
@@ -253,7 +266,10 @@ def run_batch(torch, core, args, problem_path, kernels):
             print(f"kernel {kid} failed: {detail.strip()}", flush=True)
             continue
         print(f"kernel {kid} output shape: {output_shape(out)}", flush=True)
-    return 1 if failed else 0
+    # 0 once the batch ran through, failures or not: a profiler may drop its output when the program
+    # fails, and the runner tells the kernels apart by their markers (a failed one has no rows).
+    print(f"batch: {len(kernels) - failed} of {len(kernels)} kernel(s) ran", flush=True)
+    return 0
 
 
 if __name__ == "__main__":

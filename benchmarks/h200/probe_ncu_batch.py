@@ -9,6 +9,8 @@ Runs, alternating so that drift hits all alike (each line twice):
   single_<i>              the command kagent-actors runs today for kernel i (kernel-name filter, every launch)
   batch_N                 one ncu on the batch: --nvtx --nvtx-include kagent_measured/ (measured calls only)
   batch_N_rename          the same with --print-nvtx-rename kernel (kernel names become the innermost range)
+  batch_N_marker          --kernel-name regex:^(kagent_batch_marker|<names>)$: every launch of the batch's
+                          kernels and their markers (what kagent-actors runs; attribution by marker)
   batch_2_nofilter        --nvtx without a range filter (every launch; do NVTX columns appear?)
   batch_2_nested          --nvtx-include kagent_measured/*/ (the nested range form)
 and keeps every CSV. Prints a table of wall times and writes probe.json.
@@ -85,6 +87,12 @@ def main():
             log = os.path.join(args.out, f"batch_{n}_rename_r{rep}.csv")
             plan.append((f"batch_{n}_rename", ncu_base(args.ncu, log) + ["--nvtx", "--nvtx-include", "kagent_measured/",
                          "--print-nvtx-rename", "kernel"] + [py, WRAPPER, "--problem", problem] + sub))
+        names = sorted({n for n in args.names if n})
+        for n in sorted({2, len(ks)}):
+            log = os.path.join(args.out, f"batch_{n}_marker_r{rep}.csv")
+            flt = "regex:^(kagent_batch_marker|" + "|".join(names) + ")$"
+            plan.append((f"batch_{n}_marker", ncu_base(args.ncu, log) + ["--kernel-name", flt]
+                         + [py, WRAPPER, "--problem", problem] + batch_args[: 2 * n]))
         log = os.path.join(args.out, f"batch_2_nofilter_r{rep}.csv")
         plan.append(("batch_2_nofilter", ncu_base(args.ncu, log) + ["--nvtx"] + [py, WRAPPER, "--problem", problem]
                      + batch_args[:4]))

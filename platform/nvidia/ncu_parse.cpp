@@ -4,6 +4,7 @@
 #include <cctype>
 #include <filesystem>
 #include <sstream>
+#include <string_view>
 
 #include "platform/common/errors.hpp"
 #include "platform/nvidia/ncu_plan.hpp"
@@ -56,6 +57,9 @@ ncu_table parse_ncu_csv(const std::string& text) {
   int id_col = -1;
   if (auto it = std::find(t.columns.begin(), t.columns.end(), "ID"); it != t.columns.end())
     id_col = static_cast<int>(it - t.columns.begin());
+  int grid_col = -1;
+  if (auto it = std::find(t.columns.begin(), t.columns.end(), "Grid Size"); it != t.columns.end())
+    grid_col = static_cast<int>(it - t.columns.begin());
   size_t r = h + 1;
   if (r < records.size() && looks_like_units_row(records[r], id_col, name_col)) {
     for (size_t c = 0; c < t.columns.size() && c < records[r].size(); ++c)
@@ -68,6 +72,7 @@ ncu_table parse_ncu_csv(const std::string& text) {
     ncu_row row;
     row.kernel_name = static_cast<size_t>(name_col) < rec.size() ? rec[static_cast<size_t>(name_col)] : "";
     if (row.kernel_name.empty()) continue;
+    if (grid_col >= 0 && static_cast<size_t>(grid_col) < rec.size()) row.grid_size = rec[static_cast<size_t>(grid_col)];
     if (id_col >= 0 && static_cast<size_t>(id_col) < rec.size())
       if (auto v = parse_number(rec[static_cast<size_t>(id_col)])) row.id = static_cast<long long>(*v);
     for (size_t c = 0; c < t.columns.size() && c < rec.size(); ++c) {
@@ -79,6 +84,61 @@ ncu_table parse_ncu_csv(const std::string& text) {
     t.rows.push_back(std::move(row));
   }
   return t;
+}
+
+namespace {
+
+/// The x extent of a "Grid Size" cell ("(3, 1, 1)" -> 3); nullopt when it does not read as one.
+std::optional<long long> grid_x(const std::string& cell) {
+  const auto b = cell.find_first_of("0123456789");
+  if (b == std::string::npos) return std::nullopt;
+  const auto e = cell.find_first_not_of("0123456789", b);
+  const auto digits = cell.substr(b, e == std::string::npos ? std::string::npos : e - b);
+  if (digits.size() > 12) return std::nullopt;
+  return std::stoll(digits);
+}
+
+} // namespace
+
+std::vector<ncu_table> split_ncu_batch(const ncu_table& t, size_t count) {
+  std::vector<ncu_table> out(count);
+  for (auto& k : out) {
+    k.columns = t.columns;
+    k.units = t.units;
+  }
+  std::vector<const ncu_row*> rows;
+  for (const auto& r : t.rows) rows.push_back(&r);
+  std::stable_sort(rows.begin(), rows.end(), [](const ncu_row* a, const ncu_row* b) {
+    return a->id.value_or(0) < b->id.value_or(0);
+  });
+  std::optional<size_t> current;
+  for (const auto* r : rows) {
+    if (r->kernel_name == batch_marker_kernel) {
+      auto x = grid_x(r->grid_size);
+      current = x && *x >= 1 && static_cast<size_t>(*x) <= count ? std::optional<size_t>(static_cast<size_t>(*x - 1))
+                                                                 : std::nullopt;
+      continue;
+    }
+    if (current) out[*current].rows.push_back(*r);
+  }
+  return out;
+}
+
+std::string ncu_batch_filter(const std::vector<std::string>& kernel_names) {
+  std::vector<std::string> names;
+  for (const auto& n : kernel_names) {
+    if (n.empty()) return "";
+    std::string escaped;
+    for (char c : n) {
+      if (std::string_view("\\^$.|?*+()[]{}").find(c) != std::string_view::npos) escaped += '\\';
+      escaped += c;
+    }
+    if (std::find(names.begin(), names.end(), escaped) == names.end()) names.push_back(escaped);
+  }
+  if (names.empty()) return "";
+  std::string f = std::string("regex:^(") + batch_marker_kernel;
+  for (const auto& n : names) f += "|" + n;
+  return f + ")$";
 }
 
 ncu_selection select_ncu_kernel(const ncu_table& t, const std::optional<std::string>& kernel) {

@@ -15,6 +15,7 @@ namespace kagent {
 struct ncu_row {
   std::optional<long long> id;      ///< the "ID" column: launch order
   std::string kernel_name;
+  std::string grid_size;            ///< the "Grid Size" column as printed: "(16384, 1, 1)"
   metric_map metrics;               ///< metric columns whose value parsed as a number
 };
 
@@ -56,6 +57,21 @@ std::string ncu_failure_message(int exit_code, const std::string& output, bool u
 /// Reads the log file: missing -> "ncu completed without a CSV (<path>)"; under 100 bytes ->
 /// "ncu CSV is likely empty (<path>)"; "No kernels were profiled" -> a message naming the filter.
 ncu_table load_ncu_csv(const std::string& path, const std::string& kernel_filter = "");
+
+/// The kernel harness/batch_marker.py launches before each kernel of a profile batch.
+inline constexpr const char* batch_marker_kernel = "kagent_batch_marker";
+
+/// The rows of a profile batch (profile_wrapper.py --batch), told apart by kernel: in launch order
+/// (ID), the rows after the marker whose grid is (i + 1, 1, 1), up to the next marker, are kernel i's
+/// (markers themselves dropped). Returns `count` tables with the batch's columns and units; a kernel
+/// whose marker never ran (the batch died before it) or whose marker is followed by no row gets an
+/// empty table. Rows before the first marker (the inputs' creation) belong to no kernel.
+std::vector<ncu_table> split_ncu_batch(const ncu_table& t, size_t count);
+
+/// `--kernel-name` for a batch: the marker and each distinct name, exactly
+/// (`regex:^(kagent_batch_marker|a|b)$`, regex metacharacters escaped); "" when a name is unknown
+/// (then every launch is profiled and each kernel's rows are chosen by the busiest-kernel rule).
+std::string ncu_batch_filter(const std::vector<std::string>& kernel_names);
 
 void to_json(nlohmann::json& j, const ncu_selection& s);
 

@@ -95,6 +95,20 @@ struct kernel_profile_outcome {
 /// exhausted budget come back as ok=false with the error, the invocation and its output tail.
 kernel_profile_outcome profile_kernel(const kernel_profile_request& req);
 
+/// Several kernels of one device in ONE profiler process (issue 14): on NVIDIA, when every request
+/// shares the problem, interpreter, device, dtype, size, sandbox and environment, one ncu runs the
+/// wrapper's batch mode (one interpreter start, one CUDA context, one set of inputs) in
+/// `<parent of the first dir>/batch_<first id>/`, filtered to the batch's kernels and the marker
+/// launched before each (harness/batch_marker.py); each kernel's rows are the ones after its marker
+/// (split_ncu_batch), chosen by the same rules as a profile of its own, and its dir gets the batch's
+/// invocation record, its kernel and its metrics.json. A kernel the batch did not deliver (a failure
+/// inside the batch, a device fault that ended it, a timeout) is profiled on its own with what is left
+/// of its budget, the batch's record first in its invocations.jsonl: a failure inside a batch fails
+/// only the kernels it concerns. One request, another platform (rocprofv3 has no range or marker
+/// attribution here) or requests that differ: each profiled on its own. One outcome per request, in
+/// order; never throws.
+std::vector<kernel_profile_outcome> profile_kernels(const std::vector<kernel_profile_request>& reqs);
+
 /// The Triton kernel a candidate launches: the first @triton.jit (or @jit) function whose name is
 /// followed by '[' somewhere in the code (a grid launch); when none is, the only @triton.jit function
 /// if there is exactly one; else nullopt (no name filter: the busiest-kernel rule applies).

@@ -176,3 +176,55 @@ TEST(NcuRealH200, FilteredOutputHoldsOnlyTheTargetAndItsLastLaunchIsTheMeasuredO
   EXPECT_EQ(*s.id, 3);
   EXPECT_GT(s.metrics.at("dram__bytes_read.sum"), 60e6);  // 2 x 16M bf16 = 64 MiB, thousands separators parsed
 }
+
+// ---- profile batches: one ncu process, rows told apart by the marker before each kernel -------------
+
+TEST(NcuBatch, RowsAfterEachMarkerAreThatKernelsAndTheMeasuredLaunchIsChosenAsAlone) {
+  const auto t = parse_ncu_csv(read_file(fixture("ncu_batch_matvec/ncu_raw.csv")));
+  const auto parts = split_ncu_batch(t, 2);
+  ASSERT_EQ(parts.size(), 2u);
+  ASSERT_EQ(parts[0].rows.size(), 4u);
+  for (const auto& r : parts[0].rows) EXPECT_EQ(r.kernel_name, "matvec_kernel");
+  ASSERT_EQ(parts[1].rows.size(), 5u);  // the zero fill (at::) and the split-K kernel's four launches
+  EXPECT_EQ(parts[1].columns, t.columns);
+  EXPECT_EQ(parts[1].units, t.units);
+  auto a = select_ncu_kernel(parts[0], std::string("matvec_kernel"));
+  EXPECT_EQ(a.id, 5);
+  EXPECT_EQ(a.dispatch_count, 4);
+  auto b = select_ncu_kernel(parts[1], std::string("matvec_splitk_kernel"));
+  EXPECT_EQ(b.id, 11);
+  EXPECT_DOUBLE_EQ(b.metrics.at("gpu__time_duration.sum"), 990000);
+  // Without names, the busiest kernel outside at:: of each part.
+  EXPECT_EQ(select_ncu_kernel(parts[1]).kernel_name, "matvec_splitk_kernel");
+  // Rows before the first marker (the inputs' creation) belong to no kernel; markers never count.
+  for (const auto& p : parts)
+    for (const auto& r : p.rows) EXPECT_NE(r.kernel_name, batch_marker_kernel);
+}
+
+TEST(NcuBatch, AKernelWhoseMarkerNeverRanHasNoRowsAndStrayMarkersAreIgnored) {
+  auto t = parse_ncu_csv(read_file(fixture("ncu_batch_matvec/ncu_raw.csv")));
+  // The batch died after the first kernel: nothing from the second marker on.
+  auto died = t;
+  died.rows.erase(std::remove_if(died.rows.begin(), died.rows.end(), [](const ncu_row& r) { return r.id.value_or(0) >= 6; }),
+                  died.rows.end());
+  auto parts = split_ncu_batch(died, 2);
+  EXPECT_EQ(parts[0].rows.size(), 4u);
+  EXPECT_TRUE(parts[1].rows.empty());
+  // A marker of another grid (not this batch's index) attributes nothing; rows come in ID order.
+  auto odd = t;
+  for (auto& r : odd.rows)
+    if (r.kernel_name == batch_marker_kernel && r.grid_size == "(2, 1, 1)") r.grid_size = "(9, 1, 1)";
+  std::reverse(odd.rows.begin(), odd.rows.end());
+  parts = split_ncu_batch(odd, 2);
+  EXPECT_EQ(parts[0].rows.size(), 4u);
+  EXPECT_TRUE(parts[1].rows.empty());
+  EXPECT_EQ(split_ncu_batch(t, 3)[2].rows.size(), 0u);
+}
+
+TEST(NcuBatch, TheFilterNamesTheMarkerAndEachKernelOnceEscaped) {
+  EXPECT_EQ(ncu_batch_filter({"matvec_kernel", "matvec_splitk_kernel", "matvec_kernel"}),
+            "regex:^(kagent_batch_marker|matvec_kernel|matvec_splitk_kernel)$");
+  EXPECT_EQ(ncu_batch_filter({"a.b", "c$"}), "regex:^(kagent_batch_marker|a\\.b|c\\$)$");
+  EXPECT_EQ(ncu_batch_filter({"matvec_kernel", ""}), "") << "an unknown name: no filter at all";
+  EXPECT_EQ(ncu_batch_filter({}), "");
+}

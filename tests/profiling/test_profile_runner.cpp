@@ -486,3 +486,120 @@ TEST(ProfileRunnerNcu, RealH200OutputOfTheWrapperSelectsTheMeasuredCall) {
   EXPECT_DOUBLE_EQ(n.roofline->memory_sol_pct.value(), 94.68);
   EXPECT_EQ(n.roofline->bottleneck, "memory");
 }
+
+// ---- several kernels in one ncu process (profile_kernels) -------------------------------------------
+
+namespace {
+
+/// A kernel whose launched @triton.jit function is matvec_splitk_kernel (the fake does not run it).
+const char* splitk_code =
+    "import triton\n\n@triton.jit\ndef matvec_splitk_kernel(x):\n    pass\n\n"
+    "def kernel_function(x):\n    matvec_splitk_kernel[(1,)](x)\n    return x\n";
+
+/// Two requests on the batch fixture: the starting kernel (k0) and a split-K one (k1).
+struct batch_case {
+  runner_case a;
+  kernel_profile_request b;
+  explicit batch_case(const std::map<std::string, std::string>& extra = {}) : a("nvidia", "ncu_batch_matvec", extra) {
+    a.req.kernel_id = "parent_r1_c0";
+    a.req.dir = a.root / "candidates/r1_c0/profile_parent_r1_c0";
+    b = a.req;
+    b.code = splitk_code;
+    b.kernel_id = "parent_r1_c3";
+    b.dir = a.root / "candidates/r1_c3/profile_parent_r1_c3";
+  }
+  std::vector<kernel_profile_outcome> run() const { return profile_kernels({a.req, b}); }
+  std::vector<nlohmann::json> invocations(const kernel_profile_request& r) const {
+    return log_lines(r.dir + "/invocations.jsonl");
+  }
+  std::vector<nlohmann::json> fake_calls() const { return log_lines(a.root / "fake.log"); }
+};
+
+} // namespace
+
+TEST(ProfileRunnerNcuBatch, TwoKernelsShareOneNcuProcessAndEachGetsItsOwnMeasuredLaunch) {
+  batch_case c;
+  auto out = c.run();
+  ASSERT_EQ(out.size(), 2u);
+  ASSERT_TRUE(out[0].ok) << out[0].error;
+  ASSERT_TRUE(out[1].ok) << out[1].error;
+  const auto calls = c.fake_calls();
+  ASSERT_EQ(calls.size(), 1u) << "one profiler process for both kernels";
+  const auto argv = calls[0]["argv"].get<std::vector<std::string>>();
+  auto k = std::find(argv.begin(), argv.end(), "--kernel-name");
+  ASSERT_NE(k, argv.end());
+  EXPECT_EQ(*(k + 1), "regex:^(kagent_batch_marker|matvec_kernel|matvec_splitk_kernel)$");
+  // Each kernel: its own measured launch (the last of its name after its marker), metrics, roofline.
+  EXPECT_EQ(out[0].kernel_name, "matvec_kernel");
+  EXPECT_EQ(out[0].detail.at("id").get<long long>(), 5);
+  EXPECT_DOUBLE_EQ(out[0].metrics.at("gpu__time_duration.sum"), 7460000);
+  EXPECT_EQ(out[1].kernel_name, "matvec_splitk_kernel");
+  EXPECT_EQ(out[1].detail.at("id").get<long long>(), 11);
+  EXPECT_DOUBLE_EQ(out[1].metrics.at("gpu__time_duration.sum"), 990000);
+  EXPECT_EQ(out[1].detail.at("batch").at("index").get<int>(), 1);
+  ASSERT_TRUE(out[0].roofline && out[1].roofline);
+  // Each kernel's directory holds its record of the shared invocation, its kernel and metrics.json.
+  for (const auto* r : {&c.a.req, &c.b}) {
+    const auto inv = c.invocations(*r);
+    ASSERT_EQ(inv.size(), 1u) << r->dir;
+    EXPECT_EQ(inv[0]["name"], "ncu (batch of 2)");
+    EXPECT_EQ(inv[0]["verdict"].get<std::string>().rfind("accepted (kernel ", 0), 0u) << inv[0].dump();
+    EXPECT_TRUE(std::filesystem::exists(r->dir + "/metrics.json"));
+    EXPECT_TRUE(std::filesystem::exists(r->dir + "/" + r->kernel_id + "_kernel.py"));
+  }
+  // The launcher runs the wrapper's batch mode on both kernels.
+  const auto batch_dir = c.a.root / "candidates/r1_c0/batch_parent_r1_c0";
+  const auto launcher = read_file(batch_dir + "/batch_parent_r1_c0_wrapper.py");
+  EXPECT_NE(launcher.find("\"--batch\", \"k0="), std::string::npos) << launcher;
+  EXPECT_NE(launcher.find("\"--batch\", \"k1="), std::string::npos) << launcher;
+  EXPECT_EQ(launcher.find("\"--kernel\""), std::string::npos);
+}
+
+TEST(ProfileRunnerNcuBatch, ABatchThatDiesFailsNoKernelEachIsProfiledOnItsOwn) {
+  // ncu dies of a signal in the batch only (its log file is batch_*): both kernels are profiled again
+  // alone, with the batch's record first in their invocations.
+  batch_case c({{"FAKE_NCU_FAULT", "signal"}, {"FAKE_NCU_FAULT_ONLY_IN", "batch_"}});
+  auto out = c.run();
+  ASSERT_TRUE(out[0].ok) << out[0].error;
+  ASSERT_TRUE(out[1].ok) << out[1].error;
+  EXPECT_EQ(c.fake_calls().size(), 3u);
+  EXPECT_EQ(out[1].kernel_name, "matvec_splitk_kernel");
+  for (const auto* r : {&c.a.req, &c.b}) {
+    const auto inv = c.invocations(*r);
+    ASSERT_EQ(inv.size(), 2u);
+    EXPECT_EQ(inv[0]["verdict"].get<std::string>().rfind("rejected: ", 0), 0u) << inv[0].dump();
+    EXPECT_NE(inv[0]["verdict"].get<std::string>().find("profiled on its own"), std::string::npos);
+    EXPECT_EQ(inv[1]["name"], "ncu");
+    EXPECT_EQ(inv[1]["verdict"], "accepted");
+  }
+}
+
+TEST(ProfileRunnerNcuBatch, AKernelMissingFromTheBatchIsTheOnlyOneProfiledAgainAndItsFailureStaysItsOwn) {
+  // The second kernel launches a kernel the batch's output never lists: the first is attributed from
+  // the batch; the second is profiled alone and fails with its own error, under its own budget.
+  batch_case c;
+  c.b.kernel_name = "no_such_kernel";
+  auto out = c.run();
+  ASSERT_TRUE(out[0].ok) << out[0].error;
+  EXPECT_FALSE(out[1].ok);
+  EXPECT_NE(out[1].error.find("no_such_kernel"), std::string::npos) << out[1].error;
+  EXPECT_EQ(c.fake_calls().size(), 2u);
+  EXPECT_EQ(c.invocations(c.a.req).size(), 1u);
+  EXPECT_EQ(c.invocations(c.b).size(), 2u);
+}
+
+TEST(ProfileRunnerNcuBatch, OneRequestOrRequestsThatDifferAreProfiledOneByOne) {
+  batch_case c;
+  auto one = profile_kernels({c.a.req});
+  ASSERT_EQ(one.size(), 1u);
+  EXPECT_TRUE(one[0].ok) << one[0].error;
+  EXPECT_EQ(c.fake_calls().size(), 1u);
+  c.b.dtype = "float16";  // another set of inputs: no shared process
+  auto two = profile_kernels({c.a.req, c.b});
+  EXPECT_EQ(c.fake_calls().size(), 3u);
+  for (const auto& call : c.fake_calls()) {
+    const auto argv = call["argv"].get<std::vector<std::string>>();
+    EXPECT_EQ(std::find(argv.begin(), argv.end(), "regex:^(kagent_batch_marker|matvec_kernel|matvec_splitk_kernel)$"),
+              argv.end());
+  }
+}
