@@ -125,6 +125,7 @@ device_actor_type::behavior_type device_state::start(device_actor_type::stateful
   return {
       [this](const evaluate& req) { return run_evaluation(req); },
       [this](const profile& p) { return run_profile(p); },
+      [this](const profile_batch& b) { return run_profile_batch(b); },
       // Too late to matter here (this actor was busy with the work being cancelled; the gpu worker, or
       // a node's relay, cancelled it already): kept so that one protocol serves local and remote.
       [](cancel_atom, const std::string& id) { cancel_work(id); },
@@ -166,15 +167,10 @@ evaluation device_state::run_evaluation(const evaluate& req) {
 }
 
 profile_result device_state::run_profile(const profile& p) {
-  profile_result r;
-  r.candidate_id = p.candidate_id;
-  r.profile.label = p.label;
-  r.profile.platform = ctx_->cfg.platform.profiler;
-  r.available = has_profiler(r.profile.platform);
-  if (!r.available) return r;  // cpu, noop: nothing to profile with
-  kernel_profile_outcome o;
   // A candidate whose deadline passed (cancel_work) has its profiler killed and none started.
   work_scope scope(p.candidate_id);
+  if (!has_profiler(ctx_->cfg.platform.profiler)) return result_of(p, std::nullopt);
+  kernel_profile_outcome o;
   try {
     if (should_give_up()) throw std::runtime_error("cancelled before it started");
     o = profile_kernel(make_request(*ctx_, device_id_, p, unnamed_));
@@ -184,6 +180,54 @@ profile_result device_state::run_profile(const profile& p) {
     o.error = std::string("profiler: ") + e.what();
     o.invocation = "setup";
   }
+  return result_of(p, std::move(o));
+}
+
+// The queued profiles of this device in one profiler process where the tool allows it (NVIDIA:
+// profile_kernels); a kernel the batch did not deliver is profiled on its own there. Profiles of
+// candidates cancelled before the batch starts are not run. A cancel during the batch does not stop
+// it (the batch serves other kernels too); its budget bounds it.
+std::vector<profile_result> device_state::run_profile_batch(const profile_batch& b) {
+  std::vector<profile_result> out(b.items.size());
+  if (!has_profiler(ctx_->cfg.platform.profiler)) {
+    for (size_t i = 0; i < b.items.size(); ++i) out[i] = result_of(b.items[i], std::nullopt);
+    return out;
+  }
+  std::vector<kernel_profile_request> reqs;
+  std::vector<size_t> index;
+  for (size_t i = 0; i < b.items.size(); ++i) {
+    const auto& p = b.items[i];
+    kernel_profile_outcome o;
+    if (work_cancelled(p.candidate_id) || stop_requested()) {
+      o.error = "cancelled before it started";
+      o.invocation = "setup";
+      out[i] = result_of(p, std::move(o), true);
+      continue;
+    }
+    try {
+      reqs.push_back(make_request(*ctx_, device_id_, p, unnamed_));
+      index.push_back(i);
+    } catch (const std::exception& e) {
+      o.error = std::string("profiler: ") + e.what();
+      o.invocation = "setup";
+      out[i] = result_of(p, std::move(o));
+    }
+  }
+  auto outcomes = profile_kernels(reqs);
+  for (size_t k = 0; k < index.size() && k < outcomes.size(); ++k)
+    out[index[k]] = result_of(b.items[index[k]], std::move(outcomes[k]));
+  return out;
+}
+
+profile_result device_state::result_of(const profile& p, std::optional<kernel_profile_outcome> outcome,
+                                       bool abandoned) const {
+  profile_result r;
+  r.candidate_id = p.candidate_id;
+  r.profile.label = p.label;
+  r.profile.platform = ctx_->cfg.platform.profiler;
+  r.available = outcome.has_value();
+  if (!outcome) return r;  // cpu, noop: nothing to profile with
+  auto& o = *outcome;
   r.ok = o.ok;
   r.wall_s = o.wall_s;
   if (o.ok) {
@@ -195,7 +239,7 @@ profile_result device_state::run_profile(const profile& p) {
   r.error = o.error;
   r.invocation = o.invocation;
   r.output_tail = o.output_tail;
-  if (should_give_up()) {
+  if (abandoned || work_cancelled(p.candidate_id) || stop_requested()) {
     // Killed because its candidate timed out (or the run is stopping): not the profiler's failure,
     // so the device keeps profiling.
     r.abandoned = true;

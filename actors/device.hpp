@@ -8,10 +8,13 @@
 #include <caf/all.hpp>
 
 #include <memory>
+#include <optional>
+#include <vector>
 #include <string>
 
 #include "actors/context.hpp"
 #include "messages/messages.hpp"
+#include "platform/profiling/profile_runner.hpp"
 
 namespace kagent {
 
@@ -32,6 +35,11 @@ public:
 private:
   evaluation run_evaluation(const evaluate& req);
   profile_result run_profile(const profile& p);
+  std::vector<profile_result> run_profile_batch(const profile_batch& b);
+  /// The reply for `p`: no outcome when this platform has no profiler; `abandoned` when its candidate
+  /// was cancelled (or the run is stopping), which is no failure of the profiler.
+  profile_result result_of(const profile& p, std::optional<kernel_profile_outcome> outcome,
+                           bool abandoned = false) const;
 
   device_actor_type::stateful_pointer<device_state> self_ = nullptr;
   context_ptr ctx_;

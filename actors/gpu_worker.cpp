@@ -14,6 +14,11 @@ namespace kagent {
 namespace {
 /// A candidate's deadline (candidate_timeout_s) expired: the worker ends it.
 using deadline_atom = caf::atom_constant<caf::atom("deadline")>;
+/// Sent to itself when a profile is queued: by the time it arrives, the profiles requested together
+/// (a round's new parents) are all queued, and go to the device as one batch.
+using dispatch_atom = caf::atom_constant<caf::atom("dispatch")>;
+/// The most profiles one batch takes (one profiler process; each kernel adds its replay time).
+constexpr size_t max_profile_batch = 4;
 } // namespace
 
 caf::behavior gpu_worker_actor(caf::stateful_actor<gpu_worker_state>* self, context_ptr ctx, int /*worker_index*/,
@@ -45,6 +50,10 @@ caf::behavior gpu_worker_state::start(caf::stateful_actor<gpu_worker_state>* sel
   return {
       [this](const candidate_spec& in) { return run_candidate(in); },
       [this](deadline_atom, const std::string& id) { on_deadline(id); },
+      [this](dispatch_atom) {
+        dispatch_pending_ = false;
+        next_profile();
+      },
       [this](interrupt_atom, int) { return interrupt(); },
       // The manager's own device work (the initial kernel and the references) queues behind the
       // candidates' on the same device actor, so one device never runs two timings at once.
@@ -148,7 +157,10 @@ bool gpu_worker_state::interrupt() {
 caf::result<profile_result> gpu_worker_state::queue_profile(const profile& p) {
   auto rp = self_->make_response_promise<profile_result>();
   profiles_.emplace_back(p, rp);
-  next_profile();
+  if (!dispatch_pending_) {
+    dispatch_pending_ = true;
+    self_->send(self_, dispatch_atom::value);
+  }
   return rp;
 }
 
@@ -170,6 +182,16 @@ void gpu_worker_state::next_profile() {
       rp.deliver(r);
       continue;
     }
+    // NVIDIA: the profiles queued behind this one share its profiler process (one interpreter, one
+    // CUDA context, one set of inputs: the fixed cost is paid once).
+    if (ctx_->cfg.platform.profiler == "nvidia" && !profiles_.empty()) {
+      std::vector<std::pair<profile, caf::response_promise>> batch{{p, rp}};
+      while (batch.size() < max_profile_batch && !profiles_.empty()) {
+        batch.push_back(std::move(profiles_.front()));
+        profiles_.pop_front();
+      }
+      return send_batch(std::move(batch));
+    }
     profiling_ = true;
     self_->request(device_, caf::infinite, p)
         .then(
@@ -185,6 +207,33 @@ void gpu_worker_state::next_profile() {
               next_profile();
             });
   }
+}
+
+void gpu_worker_state::send_batch(std::vector<std::pair<profile, caf::response_promise>> batch) {
+  profiling_ = true;
+  profile_batch b;
+  for (const auto& [p, rp] : batch) b.items.push_back(p);
+  auto shared = std::make_shared<std::vector<std::pair<profile, caf::response_promise>>>(std::move(batch));
+  self_->request(device_, caf::infinite, std::move(b))
+      .then(
+          [this, shared](std::vector<profile_result>& rs) {
+            profiling_ = false;
+            for (size_t i = 0; i < shared->size(); ++i) {
+              auto& [p, rp] = (*shared)[i];
+              if (i >= rs.size()) {
+                rp.deliver(make_error(caf::sec::invalid_argument, "the device answered fewer profiles than asked"));
+                continue;
+              }
+              on_profiled(p, rs[i]);
+              rp.deliver(rs[i]);
+            }
+            next_profile();
+          },
+          [this, shared](caf::error& err) {
+            profiling_ = false;
+            for (auto& [p, rp] : *shared) rp.deliver(err);
+            next_profile();
+          });
 }
 
 // A failed profile goes to the manager (supervision). A ROCm failure (baseline or any later one)

@@ -34,6 +34,7 @@ private:
   bool interrupt();
   caf::result<profile_result> queue_profile(const profile& p);
   void next_profile();
+  void send_batch(std::vector<std::pair<profile, caf::response_promise>> batch);
   void on_profiled(const profile& p, const profile_result& r);
   void go_synthetic(const std::string& reason);
   /// A result for a candidate that ended without one (timed out, or its actor died).
@@ -54,6 +55,7 @@ private:
   /// synthetic before it reaches the profiler.
   std::deque<std::pair<profile, caf::response_promise>> profiles_;
   bool profiling_ = false;
+  bool dispatch_pending_ = false;  ///< a dispatch_atom is on its way (queue_profile)
   bool synthetic_ = false;  ///< this device's analysis mode: synthetic for the rest of the run
   std::string synthetic_reason_;  ///< requested by the run, or the failure that switched it on
 };

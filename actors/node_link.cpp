@@ -319,6 +319,24 @@ device_actor_type::behavior_type remote_device_actor(device_actor_type::pointer 
       [=](profile p) -> caf::result<profile_result> {
         return across_link<profile_result>(self, remote, run_path, std::move(p));
       },
+      [=](profile_batch b) -> caf::result<std::vector<profile_result>> {
+        std::vector<std::string> local;
+        for (auto& p : b.items) {
+          local.push_back(p.work_dir);
+          p.work_dir = relative_to_run(p.work_dir, run_path);
+        }
+        auto rp = self->make_response_promise<std::vector<profile_result>>();
+        self->request(remote, caf::infinite, std::move(b))
+            .then([rp, local](std::vector<profile_result> rs) mutable {
+                    for (size_t i = 0; i < rs.size() && i < local.size(); ++i) {
+                      store::write_shipped_files(local[i], rs[i].artifacts);
+                      rs[i].artifacts.clear();
+                    }
+                    rp.deliver(std::move(rs));
+                  },
+                  [rp](caf::error& err) mutable { rp.deliver(std::move(err)); });
+        return rp;
+      },
       [=](cancel_atom, const std::string& id) { self->send(remote, cancel_atom::value, id); },
   };
 }

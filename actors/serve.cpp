@@ -65,6 +65,30 @@ caf::result<Reply> in_node_dir(Self* self, const device_actor_type& device, cons
   return rp;
 }
 
+/// A profile batch in this node's copies of its items' directories; each reply carries what the work
+/// wrote in its own directory.
+template <class Self>
+caf::result<std::vector<profile_result>> batch_in_node_dirs(Self* self, const device_actor_type& device,
+                                                            const fs::path& run_root, profile_batch b) {
+  std::vector<fs::path> dirs;
+  std::vector<store::file_stamps> before;
+  for (auto& p : b.items) {
+    dirs.push_back(store::node_work_dir(run_root, p.work_dir));
+    fs::create_directories(dirs.back());
+    before.push_back(store::stamp_files(dirs.back()));
+    p.work_dir = dirs.back().string();
+  }
+  auto rp = self->template make_response_promise<std::vector<profile_result>>();
+  self->request(device, caf::infinite, std::move(b))
+      .then([rp, dirs, before](std::vector<profile_result> rs) mutable {
+              for (size_t i = 0; i < rs.size() && i < dirs.size(); ++i)
+                rs[i].artifacts = store::files_written_since(dirs[i], before[i]);
+              rp.deliver(std::move(rs));
+            },
+            [rp](caf::error& err) mutable { rp.deliver(std::move(err)); });
+  return rp;
+}
+
 struct relay_state {
   static inline const char* name = "node_device";
 };
@@ -90,6 +114,10 @@ device_actor_type::behavior_type node_device_relay(device_actor_type::stateful_p
       [=](profile p) -> caf::result<profile_result> {
         if (!allowed()) return refused();
         return in_node_dir<profile_result>(self, device, run_root, std::move(p));
+      },
+      [=](profile_batch b) -> caf::result<std::vector<profile_result>> {
+        if (!allowed()) return refused();
+        return batch_in_node_dirs(self, device, run_root, std::move(b));
       },
       // Here, not in the device actor's mailbox (it is blocked in the work being cancelled).
       [=](cancel_atom, const std::string& id) {

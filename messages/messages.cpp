@@ -72,6 +72,9 @@ void register_messages(caf::actor_system_config& cfg) {
   cfg.add_message_type<evaluation>("kagent::evaluation");
   cfg.add_message_type<profile>("kagent::profile");
   cfg.add_message_type<profile_result>("kagent::profile_result");
+  cfg.add_message_type<std::vector<profile_result>>("std::vector<kagent::profile_result>");
+  cfg.add_message_type<std::vector<profile>>("std::vector<kagent::profile>");
+  cfg.add_message_type<profile_batch>("kagent::profile_batch");
   cfg.add_message_type<profiling_failed>("kagent::profiling_failed");
   cfg.add_message_type<candidate_spec>("kagent::candidate_spec");
   cfg.add_message_type<candidate_result>("kagent::candidate_result");

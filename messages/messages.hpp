@@ -149,15 +149,22 @@ struct profile_result {
 /// (cancel_atom, candidate id): the candidate timed out; its device work is given up at once
 /// (cancel_work where the device is: this process, or a node across a link).
 using cancel_atom = caf::atom_constant<caf::atom("cancel")>;
+/// Several profiles of one device at once: on NVIDIA they share one profiler process
+/// (platform/profiling profile_kernels); one profile_result per item, in order.
+struct profile_batch {
+  std::vector<profile> items;
+};
+
 using device_actor_type = caf::typed_actor<caf::replies_to<evaluate>::with<evaluation>,
                                            caf::replies_to<profile>::with<profile_result>,
+                                           caf::replies_to<profile_batch>::with<std::vector<profile_result>>,
                                            caf::reacts_to<cancel_atom, std::string>>;
 
 // ---- nodes (kagent-actors serve) -----------------------------------------------------------------
 /// The wire's version: a manager and a node talk only when it is the same (bumped whenever a message
 /// changes incompatibly). Also CAF's middleman.app-identifiers ("kagent-wire-<N>"), so mismatched
 /// binaries never finish the link's handshake.
-inline constexpr int32_t wire_version = 1;
+inline constexpr int32_t wire_version = 2;
 
 /// Manager -> a node's gatekeeper (the one actor a node publishes): who asks, in which version.
 struct node_hello {
@@ -459,6 +466,10 @@ template <class I>
 typename I::result_type inspect(I& f, profile& x) {
   return f(caf::meta::type_name("profile"), x.candidate_id, x.code, x.label, x.kernel_name, x.work_dir, x.profile_id,
            x.budget_s);
+}
+template <class I>
+typename I::result_type inspect(I& f, profile_batch& x) {
+  return f(caf::meta::type_name("profile_batch"), x.items);
 }
 template <class I>
 typename I::result_type inspect(I& f, profile_result& x) {

@@ -41,6 +41,7 @@ device_actor_type::behavior_type instant_device(device_actor_type::pointer, size
         r.candidate_id = p.candidate_id;
         return r;
       },
+      [](const profile_batch& b) { return std::vector<profile_result>(b.items.size()); },
       [](cancel_atom, const std::string&) {},
   };
 }

@@ -319,3 +319,36 @@ TEST(ProfilerActor, AProfileOfATimedOutCandidateIsKilledAndIsNoProfilerFailure) 
   EXPECT_TRUE(c.failures().empty());
   clear_cancelled_for_tests();
 }
+
+TEST(ProfilerActor, NvidiaProfilesAskedTogetherShareOneProfilerProcess) {
+  actor_case c("nvidia", {});
+  c.ctx->child_env = fake_env({{"FAKE_NCU_FIXTURES", fixture("ncu_batch_matvec")},
+                               {"FAKE_NCU_LOG", c.log_path()},
+                               {"FAKE_NCU_RUN_PROGRAM", "0"}});
+  c.start();
+  // A round's two new parents: both requests are in the worker's mailbox before it dispatches.
+  auto a = c.request("r1_c0");
+  auto b = c.request("r1_c3");
+  b.code = "import triton\n\n@triton.jit\ndef matvec_splitk_kernel(x):\n    pass\n\n"
+           "def kernel_function(x):\n    matvec_splitk_kernel[(1,)](x)\n    return x\n";
+  c.self->send(c.profiler, a);
+  c.self->send(c.profiler, b);
+  std::map<std::string, profile_result> by_id;
+  for (int i = 0; i < 2; ++i)
+    c.self->receive([&](const profile_result& r) { by_id[r.candidate_id] = r; },
+                    caf::after(60s) >> [] { ADD_FAILURE() << "no answer"; });
+  std::vector<profile_result> got{by_id["r1_c0"], by_id["r1_c3"]};
+  ASSERT_TRUE(got[0].ok) << got[0].error;
+  ASSERT_TRUE(got[1].ok) << got[1].error;
+  EXPECT_EQ(got[0].candidate_id, "r1_c0");
+  EXPECT_EQ(got[0].profile.kernel_name, "matvec_kernel");
+  EXPECT_EQ(got[1].candidate_id, "r1_c3");
+  EXPECT_EQ(got[1].profile.kernel_name, "matvec_splitk_kernel");
+  EXPECT_DOUBLE_EQ(got[1].profile.metrics.at("gpu__time_duration.sum"), 990000);
+  EXPECT_EQ(c.tool_runs(), 1u) << "one ncu process for both";
+  EXPECT_TRUE(c.failures().empty());
+  // One at a time afterwards: a profile of its own.
+  auto alone = c.ask(c.request("r2_c0"));
+  ASSERT_TRUE(alone.ok) << alone.error;
+  EXPECT_EQ(c.tool_runs(), 2u);
+}
