@@ -262,8 +262,10 @@ def run_batch(torch, core, args, problem_path, kernels):
             out = run_one(torch, core, problems[dtype], fn, args.warmup, [MEASURED_RANGE, f"{KERNEL_RANGE}{kid}"])
         except Exception as exc:  # noqa: BLE001 - reported per kernel, the batch goes on
             failed += 1
-            detail = str(exc) if isinstance(exc, core.CandidateError) else traceback.format_exc(limit=4)
-            print(f"kernel {kid} failed: {detail.strip()}", flush=True)
+            if not isinstance(exc, core.CandidateError):
+                traceback.print_exc()
+            reason = str(exc) if isinstance(exc, core.CandidateError) else f"{type(exc).__name__}: {exc}"
+            print(f"kernel {kid} failed: {' '.join(reason.split())}", flush=True)
             continue
         print(f"kernel {kid} output shape: {output_shape(out)}", flush=True)
     # 0 once the batch ran through, failures or not: a profiler may drop its output when the program

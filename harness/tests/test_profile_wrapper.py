@@ -195,3 +195,59 @@ def pw_fn(code):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class ProfileWrapperBatch(unittest.TestCase):
+    """--batch: several kernels in one process, a marker before each, a failure fails only its kernel."""
+
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.dir = self.tmp.name
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def file(self, name, text):
+        path = os.path.join(self.dir, name)
+        with open(path, "w") as f:
+            f.write(text)
+        return path
+
+    def test_each_kernel_runs_after_its_marker_and_a_failing_one_does_not_stop_the_batch(self):
+        problem = self.file("problem.py", PLAIN_PROBLEM)
+        calls = os.path.join(self.dir, "calls.txt")
+        os.environ["KAGENT_TEST_CALLS"] = calls
+        self.addCleanup(os.environ.pop, "KAGENT_TEST_CALLS", None)
+        good = self.file("good.py", COUNTING_KERNEL)
+        bad = self.file("bad.py", RAISING_KERNEL)
+        double = self.file("double.py", DOUBLE_KERNEL)
+        import batch_marker
+        launched = []
+        original = batch_marker.Marker.launch
+
+        def spy(marker, index):
+            launched.append(index)
+            return original(marker, index)
+
+        batch_marker.Marker.launch = spy
+        self.addCleanup(setattr, batch_marker.Marker, "launch", original)
+        rc, out, err = run_main(["--problem", problem, "--device", "cpu", "--batch", f"a={good}",
+                                 "--batch", f"b={bad}", "--batch", f"c={double}"])
+        self.assertEqual(rc, 0, err)
+        lines = out.strip().splitlines()
+        self.assertIn("kernel a output shape: (8, 4)", lines)
+        self.assertIn("kernel b failed: RuntimeError: deliberate kernel failure", lines)
+        self.assertIn("kernel c output shape: (8, 4)", lines)
+        self.assertEqual(lines[-1], "batch: 2 of 3 kernel(s) ran")
+        self.assertEqual(launched, [0, 1, 2], "one marker per kernel, in order, before it runs")
+        with open(calls) as f:
+            self.assertEqual(len(f.read().splitlines()), 4, "3 warm-ups and the measured call of kernel a")
+
+    def test_bad_batch_arguments_are_usage_errors(self):
+        problem = self.file("problem.py", PLAIN_PROBLEM)
+        k = self.file("k.py", DOUBLE_KERNEL)
+        for args in (["--batch", k], ["--batch", f"a/b={k}"], ["--batch", f"a={k}", "--batch", f"a={k}"],
+                     ["--kernel", k, "--batch", f"a={k}"], []):
+            with self.subTest(args=args), self.assertRaises(SystemExit) as cm:
+                run_main(["--problem", problem, "--device", "cpu"] + args)
+            self.assertEqual(cm.exception.code, 2)

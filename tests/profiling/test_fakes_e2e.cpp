@@ -238,3 +238,26 @@ TEST(FakeNcu, PermissionErrorAndNoKernelsProfiled) {
   EXPECT_FALSE(r2.ok);
   EXPECT_NE(r2.error.find("matched no launch"), std::string::npos) << r2.error;
 }
+
+TEST(FakeNcu, ABatchRunsTheRealWrapperOnceForBothKernels) {
+  if (!harness_python_usable()) GTEST_SKIP() << harness_python() << " cannot import torch and triton";
+  // The fake ncu runs the program: the batch launcher runs profile_wrapper.py --batch on the CPU
+  // (Triton's interpreter) with both kernels and their markers, in one interpreter.
+  runner_case a("nvidia", "ncu_batch_matvec", {{"FAKE_NCU_RUN_PROGRAM", "1"}});
+  a.req.python = harness_python();
+  a.req.kernel_id = "parent_r1_c0";
+  a.req.dir = a.root / "r1_c0/profile_parent_r1_c0";
+  auto b = a.req;
+  b.kernel_id = "parent_r1_c1";
+  b.dir = a.root / "r1_c1/profile_parent_r1_c1";
+  b.code = read_file(std::string(KAGENT_SOURCE_DIR) + "/tests/cheats/matvec/honest_control.py");
+  b.kernel_name = "matvec_splitk_kernel";  // the fixture's second kernel: the rows are the fixture's
+  auto out = profile_kernels({a.req, b});
+  ASSERT_TRUE(out[0].ok) << out[0].error << "\n" << out[0].output_tail;
+  ASSERT_TRUE(out[1].ok) << out[1].error << "\n" << out[1].output_tail;
+  ASSERT_EQ(log_lines(a.root / "fake.log").size(), 1u);
+  const auto& tail = out[0].records.at(0).output_tail;
+  EXPECT_NE(tail.find("kernel k0 output shape: (64, 1)"), std::string::npos) << tail;
+  EXPECT_NE(tail.find("kernel k1 output shape: (64, 1)"), std::string::npos) << tail;
+  EXPECT_NE(tail.find("batch: 2 of 2 kernel(s) ran"), std::string::npos) << tail;
+}
