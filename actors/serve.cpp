@@ -47,18 +47,27 @@ struct node_auth_db {
   }
 };
 
+/// A candidate's id as this node's process knows it: candidate ids repeat from run to run (r1_c0), and
+/// one node serves many runs, at once or one after another, while a cancelled id is never forgotten in
+/// a process (platform/common/stop.hpp). So every id a relay passes on carries its run's tag.
+std::string on_node(const std::string& id, const std::string& run_tag) { return id.empty() ? id : id + "@" + run_tag; }
+
 /// Runs `req` (evaluate or profile) on `device` in this node's copy of its directory and answers with
 /// the reply and the files the work wrote there.
 template <class Reply, class Self, class Request>
-caf::result<Reply> in_node_dir(Self* self, const device_actor_type& device, const fs::path& run_root, Request req) {
+caf::result<Reply> in_node_dir(Self* self, const device_actor_type& device, const fs::path& run_root,
+                               const std::string& run_tag, Request req) {
   const auto dir = store::node_work_dir(run_root, req.work_dir);
   fs::create_directories(dir);
   const auto before = store::stamp_files(dir);
   req.work_dir = dir.string();
+  const auto id = req.candidate_id;
+  req.candidate_id = on_node(id, run_tag);
   auto rp = self->template make_response_promise<Reply>();
   self->request(device, caf::infinite, req)
-      .then([rp, dir, before](Reply r) mutable {
+      .then([rp, dir, before, id](Reply r) mutable {
               r.artifacts = store::files_written_since(dir, before);
+              r.candidate_id = id;
               rp.deliver(std::move(r));
             },
             [rp](caf::error& err) mutable { rp.deliver(std::move(err)); });
@@ -69,10 +78,14 @@ caf::result<Reply> in_node_dir(Self* self, const device_actor_type& device, cons
 /// wrote in its own directory.
 template <class Self>
 caf::result<std::vector<profile_result>> batch_in_node_dirs(Self* self, const device_actor_type& device,
-                                                            const fs::path& run_root, profile_batch b) {
+                                                            const fs::path& run_root, const std::string& run_tag,
+                                                            profile_batch b) {
   std::vector<fs::path> dirs;
   std::vector<store::file_stamps> before;
+  std::vector<std::string> ids;
   for (auto& p : b.items) {
+    ids.push_back(p.candidate_id);
+    p.candidate_id = on_node(p.candidate_id, run_tag);
     dirs.push_back(store::node_work_dir(run_root, p.work_dir));
     fs::create_directories(dirs.back());
     before.push_back(store::stamp_files(dirs.back()));
@@ -80,9 +93,11 @@ caf::result<std::vector<profile_result>> batch_in_node_dirs(Self* self, const de
   }
   auto rp = self->template make_response_promise<std::vector<profile_result>>();
   self->request(device, caf::infinite, std::move(b))
-      .then([rp, dirs, before](std::vector<profile_result> rs) mutable {
-              for (size_t i = 0; i < rs.size() && i < dirs.size(); ++i)
+      .then([rp, dirs, before, ids](std::vector<profile_result> rs) mutable {
+              for (size_t i = 0; i < rs.size() && i < dirs.size(); ++i) {
                 rs[i].artifacts = store::files_written_since(dirs[i], before[i]);
+                rs[i].candidate_id = ids[i];
+              }
               rp.deliver(std::move(rs));
             },
             [rp](caf::error& err) mutable { rp.deliver(std::move(err)); });
@@ -99,6 +114,7 @@ device_actor_type::behavior_type node_device_relay(device_actor_type::stateful_p
                                                    device_actor_type device,
                                                    std::shared_ptr<const node_auth_db> auth, fs::path run_root) {
   self->link_to(device);
+  const std::string run_tag = run_root.parent_path().filename().string();
   // The device actor tells its requester the steps of an initial evaluation: not across the link.
   self->set_default_handler(caf::drop);
   auto allowed = [self, auth] {
@@ -109,19 +125,19 @@ device_actor_type::behavior_type node_device_relay(device_actor_type::stateful_p
   return {
       [=](evaluate e) -> caf::result<evaluation> {
         if (!allowed()) return refused();
-        return in_node_dir<evaluation>(self, device, run_root, std::move(e));
+        return in_node_dir<evaluation>(self, device, run_root, run_tag, std::move(e));
       },
       [=](profile p) -> caf::result<profile_result> {
         if (!allowed()) return refused();
-        return in_node_dir<profile_result>(self, device, run_root, std::move(p));
+        return in_node_dir<profile_result>(self, device, run_root, run_tag, std::move(p));
       },
       [=](profile_batch b) -> caf::result<std::vector<profile_result>> {
         if (!allowed()) return refused();
-        return batch_in_node_dirs(self, device, run_root, std::move(b));
+        return batch_in_node_dirs(self, device, run_root, run_tag, std::move(b));
       },
       // Here, not in the device actor's mailbox (it is blocked in the work being cancelled).
       [=](cancel_atom, const std::string& id) {
-        if (allowed()) cancel_work(id);
+        if (allowed()) cancel_work(on_node(id, run_tag));
       },
   };
 }

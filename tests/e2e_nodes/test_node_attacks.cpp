@@ -39,13 +39,46 @@ outcome ask_device(caf::scoped_actor& self, const kagent::device_actor_type& dev
   return o;
 }
 
+/// The run's setup for a node: configs/cpu.yaml and the matvec kernel directory.
+kagent::run_setup setup_of(const std::string& run_id) {
+  const auto kernel_dir = fs::path(source("examples/optimize_01_matvec"));
+  return {run_id, slurp(source("configs/cpu.yaml")), slurp(kernel_dir / "input.py"), slurp(kernel_dir / "problem.py"),
+          slurp(kernel_dir / "test.py")};
+}
+
+/// What an honest manager does (connect_nodes): hello, proof of the secret, the run opened.
+std::vector<kagent::node_device> open_run(caf::scoped_actor& manager, const caf::actor& gk,
+                                          const kagent::run_setup& setup) {
+  auto& sys = manager->home_system();
+  kagent::node_challenge challenge;
+  manager->request(gk, std::chrono::seconds(30), kagent::node_hello{kagent::wire_version, "test", "attack-test"})
+      .receive([&](kagent::node_challenge& c) { challenge = c; },
+               [&](caf::error& e) { ADD_FAILURE() << sys.render(e); });
+  const auto proof = kagent::node_proof(secret, challenge.nonce, to_string(sys.node()), kagent::wire_version);
+  manager->request(gk, std::chrono::seconds(30), kagent::node_auth{proof})
+      .receive([](kagent::node_offer&) {}, [&](caf::error& e) { ADD_FAILURE() << sys.render(e); });
+  std::vector<kagent::node_device> devices;
+  manager->request(gk, std::chrono::seconds(120), setup)
+      .receive([&](std::vector<kagent::node_device>& d) { devices = std::move(d); },
+               [&](caf::error& e) { ADD_FAILURE() << sys.render(e); });
+  return devices;
+}
+
+kagent::evaluate verify_of(const std::string& id) {
+  kagent::evaluate e;
+  e.candidate_id = id;
+  e.code = slurp(source("examples/optimize_01_matvec/input.py"));
+  e.mode = kagent::device_mode::verify;
+  e.work_dir = "candidates/" + id;
+  return e;
+}
+
 } // namespace
 
 TEST(NodeAttacks, ARelayHandleInTheHandsOfAPeerThatNeverProvedTheSecretIsRefused) {
   scratch s;
   node_process node(s, "nodeA");
   ASSERT_NE(node.port, 0);
-  const auto kernel_dir = fs::path(source("examples/optimize_01_matvec"));
 
   // The honest manager: proves the secret and opens a run, as connect_nodes does.
   kagent::link_system_config honest_cfg{{}};
@@ -53,19 +86,8 @@ TEST(NodeAttacks, ARelayHandleInTheHandsOfAPeerThatNeverProvedTheSecretIsRefused
   caf::scoped_actor manager{honest};
   auto gk = caf::openssl::remote_actor(honest, "127.0.0.1", node.port);
   ASSERT_TRUE(gk) << honest.render(gk.error());
-  kagent::node_challenge challenge;
-  manager->request(*gk, std::chrono::seconds(30), kagent::node_hello{kagent::wire_version, "test", "attack-test"})
-      .receive([&](kagent::node_challenge& c) { challenge = c; },
-               [&](caf::error& e) { FAIL() << honest.render(e); });
-  const auto proof = kagent::node_proof(secret, challenge.nonce, to_string(honest.node()), kagent::wire_version);
-  manager->request(*gk, std::chrono::seconds(30), kagent::node_auth{proof})
-      .receive([](kagent::node_offer&) {}, [&](caf::error& e) { FAIL() << honest.render(e); });
-  const kagent::run_setup setup{"attack", slurp(source("configs/cpu.yaml")), slurp(kernel_dir / "input.py"),
-                                slurp(kernel_dir / "problem.py"), slurp(kernel_dir / "test.py")};
-  std::vector<kagent::node_device> devices;
-  manager->request(*gk, std::chrono::seconds(120), setup)
-      .receive([&](std::vector<kagent::node_device>& d) { devices = std::move(d); },
-               [&](caf::error& e) { FAIL() << honest.render(e); });
+  const auto setup = setup_of("attack");
+  const auto devices = open_run(manager, *gk, setup);
   ASSERT_FALSE(devices.empty());
   const auto relay = devices.front().handle;
 
@@ -88,11 +110,7 @@ TEST(NodeAttacks, ARelayHandleInTheHandsOfAPeerThatNeverProvedTheSecretIsRefused
   ASSERT_TRUE(stolen);
   EXPECT_EQ(stolen->node(), relay->node()) << "the attacker holds a handle to the node's relay itself";
 
-  kagent::evaluate work;
-  work.candidate_id = "stolen";
-  work.code = slurp(kernel_dir / "input.py");
-  work.mode = kagent::device_mode::verify;
-  work.work_dir = "candidates/stolen";
+  auto work = verify_of("stolen");
   const auto refused = ask_device(thief, stolen, work);
   EXPECT_FALSE(refused.replied) << "a peer that never proved the secret got its kernel run on the node";
   EXPECT_NE(refused.error.find("unauthenticated: this node serves only managers that proved its secret"),
@@ -106,9 +124,7 @@ TEST(NodeAttacks, ARelayHandleInTheHandsOfAPeerThatNeverProvedTheSecretIsRefused
                });
 
   // The control: the same request from the manager that proved the secret runs on the node.
-  work.candidate_id = "honest";
-  work.work_dir = "candidates/honest";
-  const auto served = ask_device(manager, relay, work);
+  const auto served = ask_device(manager, relay, verify_of("honest"));
   EXPECT_TRUE(served.replied) << served.error;
   anon_send_exit(handoff, caf::exit_reason::user_shutdown);
 }
@@ -139,4 +155,38 @@ TEST(NodeAttacks, ANodeOfAnotherWireVersionIsOneClearLineAtConnect) {
   EXPECT_EQ(listed.exit_code, 2) << listed.out << listed.err;
   EXPECT_NE(listed.err.find("it runs another kagent-actors wire version"), std::string::npos) << listed.err;
   anon_send_exit(gatekeeper, caf::exit_reason::user_shutdown);
+}
+
+TEST(NodeAttacks, ACancelInOneRunDoesNotReachTheSameCandidateIdOfAnotherRun) {
+  // Candidate ids repeat from run to run, and a node serves many runs: r1_c0 cancelled (timed out) in
+  // one run must not be "cancelled before it reached the device" in the next.
+  scratch s;
+  node_process node(s, "nodeA");
+  ASSERT_NE(node.port, 0);
+  kagent::link_system_config cfg{{}};
+  caf::actor_system sys{cfg};
+  caf::scoped_actor first{sys};
+  auto gk = caf::openssl::remote_actor(sys, "127.0.0.1", node.port);
+  ASSERT_TRUE(gk) << sys.render(gk.error());
+  const auto one = open_run(first, *gk, setup_of("first"));
+  ASSERT_FALSE(one.empty());
+  first->send(one.front().handle, kagent::cancel_atom::value, std::string("r1_c0"));
+  const auto cancelled = [&] {
+    kagent::evaluation out;
+    first->request(one.front().handle, std::chrono::seconds(120), verify_of("r1_c0"))
+        .receive([&](kagent::evaluation& e) { out = std::move(e); }, [&](caf::error& e) { ADD_FAILURE() << sys.render(e); });
+    return out;
+  }();
+  EXPECT_EQ(cancelled.candidate_id, "r1_c0") << "the manager gets its own id back";
+  EXPECT_EQ(cancelled.error, "cancelled before it reached the device") << "the cancel reached its own run";
+
+  caf::scoped_actor second{sys};  // another run, opened while the first is still open
+  const auto two = open_run(second, *gk, setup_of("second"));
+  ASSERT_FALSE(two.empty());
+  kagent::evaluation fresh;
+  second->request(two.front().handle, std::chrono::seconds(120), verify_of("r1_c0"))
+      .receive([&](kagent::evaluation& e) { fresh = std::move(e); }, [&](caf::error& e) { ADD_FAILURE() << sys.render(e); });
+  EXPECT_EQ(fresh.candidate_id, "r1_c0");
+  EXPECT_NE(fresh.error, "cancelled before it reached the device");
+  EXPECT_TRUE(fresh.verified) << fresh.error;
 }
