@@ -57,6 +57,7 @@ struct run_context {
   std::string inject_fault;             ///< KAGENT_INJECT_FAULT (see README "Fault injection")
   std::string sandbox_mode;             ///< resolved at start-up: "bwrap", "rlimits" or "off" (docs/sandbox.md)
   std::string sandbox_warning;          ///< why it fell back to rlimits ("" when it did not)
+  std::string cache_root;               ///< profiles kept across runs ("" = none; default_cache_root)
   std::vector<remote_device> remote_devices;  ///< the nodes' devices reached at start (ids in device_ids too)
   /// Every node the run names (HOST:PORT) with its gatekeeper as the start found it (invalid: not
   /// reached yet). The manager keeps a link to each: a node that is lost or late joins when it answers.

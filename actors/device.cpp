@@ -101,6 +101,7 @@ kernel_profile_request make_request(const run_context& ctx, int device_id, const
   // The profiled kernel is candidate code: the tools run in the run's sandbox.
   req.sandbox_mode = ctx.sandbox_mode.empty() ? ctx.cfg.sandbox.mode : ctx.sandbox_mode;
   req.rlimits = limits_from_config(ctx.cfg.sandbox, ctx.vendor, std::max(600.0, 2 * ctx.cfg.candidate_timeout_s));
+  req.cache_root = ctx.cache_root;
   return req;
 }
 

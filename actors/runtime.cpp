@@ -21,6 +21,7 @@
 #include "platform/gpu/gpu_name.hpp"
 #include "platform/gpu/selection.hpp"
 #include "platform/gpu/timeouts.hpp"
+#include "platform/profiling/profile_cache.hpp"
 #include "platform/llm/dotenv.hpp"
 #include "platform/llm/preflight.hpp"
 #include "platform/prompt/prompt.hpp"
@@ -275,6 +276,7 @@ std::shared_ptr<run_context> node_base_context(const run_config& cfg) {
   select_devices(*ctx, env, notes);
   ctx->notes = notes;
   ctx->child_env = scrub_env(env, patterns);
+  ctx->cache_root = default_cache_root(env).string();
   return ctx;
 }
 
@@ -365,6 +367,7 @@ run_outcome run_optimization(const run_request& req) {
   ctx->test_timeout_s = resolve_test_timeout_s(ctx->cfg.test_timeout_s,
                                                ctx->vendor.empty() ? ctx->cfg.platform.verifier : ctx->vendor);
   ctx->child_env = scrub_env(env, secret_patterns);
+  ctx->cache_root = default_cache_root(env).string();
 
   connect_llm(*ctx, env, secret_patterns);
 

@@ -10,6 +10,8 @@ endfunction()
 # binary, each case its own ctest test. Tests find the fakes and examples through KAGENT_SOURCE_DIR /
 # KAGENT_BINARY_DIR. FILTER limits which cases are discovered here (the rest can be discovered again
 # with other properties, e.g. a ctest fixture: see tests/e2e_search).
+# Every test runs with KAGENT_CACHE_DIR=off: no test reads or fills the user's profile cache (a test of
+# the cache names its own directory).
 function(kagent_test name)
   cmake_parse_arguments(A "" "TIMEOUT;FILTER" "SOURCES;LINK;LABELS" ${ARGN})
   if(NOT A_TIMEOUT)
@@ -26,9 +28,9 @@ function(kagent_test name)
   endif()
   if(A_FILTER)
     gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60 TEST_FILTER "${A_FILTER}"
-      PROPERTIES TIMEOUT ${A_TIMEOUT} LABELS "${labels}")
+      PROPERTIES TIMEOUT ${A_TIMEOUT} LABELS "${labels}" ENVIRONMENT "KAGENT_CACHE_DIR=off")
   else()
     gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60
-      PROPERTIES TIMEOUT ${A_TIMEOUT} LABELS "${labels}")
+      PROPERTIES TIMEOUT ${A_TIMEOUT} LABELS "${labels}" ENVIRONMENT "KAGENT_CACHE_DIR=off")
   endif()
 endfunction()

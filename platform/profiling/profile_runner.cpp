@@ -14,6 +14,7 @@
 #include "platform/gpu/specs.hpp"
 #include "platform/nvidia/ncu_parse.hpp"
 #include "platform/nvidia/ncu_plan.hpp"
+#include "platform/profiling/profile_cache.hpp"
 #include "platform/profiling/roofline_factory.hpp"
 #include "platform/process/runner.hpp"
 #include "platform/profile_core/profile_common.hpp"
@@ -497,9 +498,40 @@ void write_metrics_file(const fs::path& dir, const kernel_profile_request& req, 
   f << redact(j.dump(2)) << "\n";
 }
 
+/// A profile from the cache, as a profile of its own would leave it: its kernel and metrics.json in
+/// req.dir (invocations.jsonl empty: no tool ran), the roofline derived with this run's settings.
+std::optional<kernel_profile_outcome> cached_outcome(const kernel_profile_request& req, const std::string& key) {
+  auto o = load_cached_profile(req.cache_root, key);
+  if (!o) return std::nullopt;
+  o->budget_s = req.budget_s > 0 ? req.budget_s : default_profile_budget_s(1800);
+  add_roofline(req, *o);
+  try {
+    const fs::path dir = fs::absolute(req.dir).lexically_normal();
+    fs::create_directories(dir);
+    const auto id = sanitize_kernel_id(req.kernel_id.empty() ? "profile" : req.kernel_id);
+    write_text(dir / (id + "_kernel.py"), req.code);
+    write_text(dir / "invocations.jsonl", "");
+    write_metrics_file(dir, req, *o, o->detail);
+  } catch (const std::exception&) {
+  }
+  return o;
+}
+
+kernel_profile_outcome profile_uncached(const kernel_profile_request& req);
+
 } // namespace
 
 kernel_profile_outcome profile_kernel(const kernel_profile_request& req) {
+  const auto key = req.cache_root.empty() || req.dir.empty() ? std::string{} : profile_cache_key(req);
+  if (auto hit = cached_outcome(req, key)) return *hit;
+  auto out = profile_uncached(req);
+  store_cached_profile(req.cache_root, key, out);
+  return out;
+}
+
+namespace {
+
+kernel_profile_outcome profile_uncached(const kernel_profile_request& req) {
   kernel_profile_outcome out;
   out.platform = req.platform;
   out.budget_s = req.budget_s > 0 ? req.budget_s : default_profile_budget_s(1800);
@@ -550,8 +582,6 @@ kernel_profile_outcome profile_kernel(const kernel_profile_request& req) {
 }
 
 // ---- a batch of kernels in one profiler process (NVIDIA) --------------------------------------------
-
-namespace {
 
 double budget_of(const kernel_profile_request& r) {
   return r.budget_s > 0 ? r.budget_s : default_profile_budget_s(1800);
@@ -666,12 +696,42 @@ std::vector<std::optional<kernel_profile_outcome>> run_ncu_batch(const std::vect
   return got;
 }
 
+std::vector<kernel_profile_outcome> profile_batch_uncached(const std::vector<kernel_profile_request>& reqs);
+
 } // namespace
 
 std::vector<kernel_profile_outcome> profile_kernels(const std::vector<kernel_profile_request>& reqs) {
+  // The cached ones first: only the others reach the profiler (together, where they can).
+  std::vector<std::optional<kernel_profile_outcome>> got(reqs.size());
+  std::vector<kernel_profile_request> todo;
+  std::vector<size_t> at;
+  std::vector<std::string> keys;
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    const auto key = reqs[i].cache_root.empty() || reqs[i].dir.empty() ? std::string{} : profile_cache_key(reqs[i]);
+    if (auto hit = cached_outcome(reqs[i], key)) {
+      got[i] = std::move(hit);
+      continue;
+    }
+    todo.push_back(reqs[i]);
+    at.push_back(i);
+    keys.push_back(key);
+  }
+  auto done = profile_batch_uncached(todo);
+  for (size_t k = 0; k < done.size() && k < at.size(); ++k) {
+    store_cached_profile(reqs[at[k]].cache_root, keys[k], done[k]);
+    got[at[k]] = std::move(done[k]);
+  }
+  std::vector<kernel_profile_outcome> out;
+  for (auto& g : got) out.push_back(g ? std::move(*g) : kernel_profile_outcome{});
+  return out;
+}
+
+namespace {
+
+std::vector<kernel_profile_outcome> profile_batch_uncached(const std::vector<kernel_profile_request>& reqs) {
   std::vector<kernel_profile_outcome> out;
   if (!batchable(reqs)) {
-    for (const auto& r : reqs) out.push_back(profile_kernel(r));
+    for (const auto& r : reqs) out.push_back(profile_uncached(r));
     return out;
   }
   std::optional<invocation_record> batch_record;
@@ -701,7 +761,7 @@ std::vector<kernel_profile_outcome> profile_kernels(const std::vector<kernel_pro
     // Not in the batch's output: its own profile, with what the batch left of its budget.
     auto alone = req;
     alone.budget_s = std::max(1.0, budget_of(req) - batch_wall_s);
-    auto o = profile_kernel(alone);
+    auto o = profile_uncached(alone);
     o.budget_s = budget_of(req);
     if (batch_record) {
       o.records.insert(o.records.begin(), *batch_record);
@@ -711,5 +771,7 @@ std::vector<kernel_profile_outcome> profile_kernels(const std::vector<kernel_pro
   }
   return out;
 }
+
+} // namespace
 
 } // namespace kagent

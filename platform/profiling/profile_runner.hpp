@@ -70,6 +70,10 @@ struct kernel_profile_request {
   /// the profiled kernel is candidate code. "off" (the default here) runs them bare.
   std::string sandbox_mode = "off";
   sandbox_limits rlimits;          ///< the sandbox's limits (limits_from_config)
+  /// Where profiles are kept across runs (platform/profiling/profile_cache.hpp); "" = no cache. A
+  /// request whose profile is there gets it without running the tool (no invocation records; a note
+  /// and detail.cached say so), and a successful profile is stored there.
+  std::string cache_root;
 };
 
 struct kernel_profile_outcome {
@@ -91,8 +95,9 @@ struct kernel_profile_outcome {
   double wall_s = 0;
 };
 
-/// Runs the whole profile. Never throws: tool failures, unusable output, a missing binary or an
-/// exhausted budget come back as ok=false with the error, the invocation and its output tail.
+/// Runs the whole profile (or takes it from req.cache_root). Never throws: tool failures, unusable
+/// output, a missing binary or an exhausted budget come back as ok=false with the error, the
+/// invocation and its output tail.
 kernel_profile_outcome profile_kernel(const kernel_profile_request& req);
 
 /// Several kernels of one device in ONE profiler process (issue 14): on NVIDIA, when every request

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <regex>
 
+#include "platform/profiling/profile_cache.hpp"
 #include "runner_support.hpp"
 
 using namespace kagent;
@@ -602,4 +603,81 @@ TEST(ProfileRunnerNcuBatch, OneRequestOrRequestsThatDifferAreProfiledOneByOne) {
     EXPECT_EQ(std::find(argv.begin(), argv.end(), "regex:^(kagent_batch_marker|matvec_kernel|matvec_splitk_kernel)$"),
               argv.end());
   }
+}
+
+// ---- the profile cache (platform/profiling/profile_cache) --------------------------------------------
+
+TEST(ProfileCache, TheCacheRootComesFromTheEnvironment) {
+  EXPECT_EQ(default_cache_root({{"KAGENT_CACHE_DIR", "/c"}, {"HOME", "/h"}}), std::filesystem::path("/c"));
+  EXPECT_EQ(default_cache_root({{"KAGENT_CACHE_DIR", "off"}, {"HOME", "/h"}}), std::filesystem::path());
+  EXPECT_EQ(default_cache_root({{"XDG_CACHE_HOME", "/x"}, {"HOME", "/h"}}), std::filesystem::path("/x/kagent-actors"));
+  EXPECT_EQ(default_cache_root({{"HOME", "/h"}}), std::filesystem::path("/h/.cache/kagent-actors"));
+  EXPECT_EQ(default_cache_root({}), std::filesystem::path());
+}
+
+TEST(ProfileCache, AKernelProfiledBeforeComesFromTheCacheWithoutRunningTheTool) {
+  runner_case c("nvidia", "ncu_h200_matvec");
+  c.req.cache_root = c.root / "cache";
+  auto first = c.run();
+  ASSERT_TRUE(first.ok) << first.error;
+  EXPECT_EQ(log_lines(c.root / "fake.log").size(), 1u);
+  EXPECT_FALSE(first.detail.contains("cached"));
+
+  // Another run, another directory: the same kernel on the same problem, tool and GPU.
+  auto again = c.req;
+  again.kernel_id = "initial_baseline";
+  again.dir = c.root / "run2/profile_initial";
+  auto second = profile_kernel(again);
+  ASSERT_TRUE(second.ok) << second.error;
+  EXPECT_EQ(log_lines(c.root / "fake.log").size(), 1u) << "no ncu process for a cached profile";
+  EXPECT_TRUE(second.records.empty());
+  EXPECT_EQ(second.kernel_name, first.kernel_name);
+  EXPECT_EQ(second.metrics, first.metrics);
+  ASSERT_TRUE(second.roofline.has_value());
+  EXPECT_DOUBLE_EQ(second.roofline->memory_sol_pct.value(), first.roofline->memory_sol_pct.value());
+  EXPECT_EQ(second.detail.at("cached").get<std::string>(), profile_cache_key(again));
+  ASSERT_FALSE(second.notes.empty());
+  EXPECT_NE(second.notes.back().find("from the profile cache"), std::string::npos) << second.notes.back();
+  EXPECT_TRUE(std::filesystem::exists(again.dir + "/metrics.json"));
+  EXPECT_TRUE(std::filesystem::exists(again.dir + "/initial_baseline_kernel.py"));
+
+  // Another kernel, another GPU model or another dtype is another profile.
+  auto other = again;
+  other.code += "\n# a different kernel\n";
+  EXPECT_NE(profile_cache_key(other), profile_cache_key(again));
+  auto gpu = again;
+  gpu.gpu_name = "NVIDIA H100";
+  EXPECT_NE(profile_cache_key(gpu), profile_cache_key(again));
+  auto dtype = again;
+  dtype.dtype = "float16";
+  EXPECT_NE(profile_cache_key(dtype), profile_cache_key(again));
+  ASSERT_TRUE(profile_kernel(other).ok);
+  EXPECT_EQ(log_lines(c.root / "fake.log").size(), 2u);
+}
+
+TEST(ProfileCache, AFailedProfileIsNotKeptAndNoCacheMeansNoLookup) {
+  runner_case c("nvidia", "ncu_h200_matvec", {{"FAKE_NCU_FAULT", "exit_nonzero"}});
+  c.req.cache_root = c.root / "cache";
+  EXPECT_FALSE(c.run().ok);
+  EXPECT_FALSE(std::filesystem::exists(c.root / "cache/profiles") &&
+               !std::filesystem::is_empty(c.root / "cache/profiles"));
+  runner_case d("nvidia", "ncu_h200_matvec");
+  ASSERT_TRUE(d.run().ok);
+  ASSERT_TRUE(d.run().ok);
+  EXPECT_EQ(log_lines(d.root / "fake.log").size(), 2u) << "without cache_root every profile runs the tool";
+}
+
+TEST(ProfileCache, InABatchOnlyTheKernelsNotInTheCacheReachTheProfiler) {
+  batch_case c;
+  c.a.req.cache_root = c.a.root / "cache";
+  c.b.cache_root = c.a.req.cache_root;
+  ASSERT_TRUE(profile_kernel(c.a.req).ok);  // the starting kernel, profiled in an earlier run
+  EXPECT_EQ(c.fake_calls().size(), 1u);
+  auto out = c.run();
+  ASSERT_TRUE(out[0].ok && out[1].ok) << out[0].error << out[1].error;
+  EXPECT_TRUE(out[0].detail.contains("cached"));
+  EXPECT_FALSE(out[1].detail.contains("cached"));
+  ASSERT_EQ(c.fake_calls().size(), 2u) << "one more process, for the split-K kernel alone";
+  const auto argv = c.fake_calls()[1]["argv"].get<std::vector<std::string>>();
+  EXPECT_NE(std::find(argv.begin(), argv.end(), "matvec_splitk_kernel"), argv.end());
 }
