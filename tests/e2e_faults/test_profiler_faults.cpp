@@ -279,3 +279,43 @@ TEST(ProfilerFaultTwoDevices, OnlyTheFailingDeviceTurnsSyntheticTheOtherKeepsPro
   auto left = processes_mentioning(s.dir.string());
   EXPECT_TRUE(left.empty()) << left.front();
 }
+
+TEST(ProfileCacheRun, ASecondRunOfTheSameKernelDirectoryTakesItsProfilesFromTheCache) {
+  // Two runs of one kernel directory with one replay set, the profile cache on: the second run starts
+  // no profiler for the kernels the first one profiled (its starting kernel's baseline included),
+  // and finds the same best kernel.
+  scratch s;
+  write_replay(s);
+  const auto cfg = config_for(s, "nvidia");
+  const auto fake_log = (s.dir / "fake.log").string();
+  const kagent::env_map env{{"PATH", "/usr/bin:/bin"},
+                            {"KAGENT_INJECT_FAULT", ""},
+                            {"KAGENT_CACHE_DIR", (s.dir / "cache").string()},
+                            {"FAKE_NCU_FIXTURES", kFixtures + "/ncu_h200_matvec"},
+                            {"FAKE_NCU_RUN_PROGRAM", "0"},
+                            {"FAKE_NCU_LOG", fake_log}};
+  std::vector<fs::path> runs;
+  std::vector<size_t> ncu_calls;
+  std::vector<std::string> best;
+  for (int i = 0; i < 2; ++i) {
+    auto r = run({"--strategy", cfg, "--kernel-dir", kMatvec, "--run-dir", (s.dir / ("runs" + std::to_string(i))).string()},
+                 env, "", 400);
+    ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
+    runs.push_back(run_dirs(s.dir / ("runs" + std::to_string(i))).at(0));
+    size_t n = 0;
+    std::ifstream f(fake_log);
+    for (std::string line; std::getline(f, line);) n += !line.empty();
+    ncu_calls.push_back(n);
+    best.push_back(nlohmann::json::parse(slurp(runs.back() / "summary.json"))["best_program_id"].get<std::string>());
+  }
+  EXPECT_GE(ncu_calls[0], 2u) << "the first run profiles its starting kernel and its candidates";
+  EXPECT_EQ(ncu_calls[1], ncu_calls[0]) << "the second run started no profiler";
+  EXPECT_EQ(best[1], best[0]);
+  bool baseline_cached = false;
+  for (const auto& e : fs::recursive_directory_iterator(runs[1] / "baseline_profiles"))
+    if (e.path().filename() == "metrics.json" &&
+        nlohmann::json::parse(slurp(e.path()))["detail"].contains("cached"))
+      baseline_cached = true;
+  EXPECT_TRUE(baseline_cached) << "the starting kernel's baseline came from the cache";
+  EXPECT_FALSE(fs::is_empty(s.dir / "cache" / "profiles"));
+}
