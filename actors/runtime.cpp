@@ -15,6 +15,7 @@
 #include "actors/node_link.hpp"
 #include "platform/common/errors.hpp"
 #include "platform/search/stored_run.hpp"
+#include "platform/store/node_scratch.hpp"
 #include "platform/store/program_db.hpp"
 #include "platform/common/stop.hpp"
 #include "platform/common/redact.hpp"
@@ -300,6 +301,23 @@ context_ptr node_run_context(const run_context& base, run_config run_cfg, const 
 
 namespace {
 
+/// The evaluator logs of the runs this process opened on its nodes at the start, into
+/// <run>/nodes/<HOST_PORT>/workers/ (the node deletes its copy when the run's link goes): a node keeps
+/// nothing the run needs. A node that is gone by now, or answers in no 10 s, is skipped.
+void collect_node_logs(caf::scoped_actor& owner, const run_context& ctx) {
+  for (const auto& [address, gk] : ctx.node_gatekeepers) {
+    if (!gk) continue;
+    std::string safe;
+    for (char c : address) safe += std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' ? c : '_';
+    owner->request(gk, std::chrono::seconds(10), node_logs_atom::value)
+        .receive(
+            [&](const std::vector<artifact>& files) {
+              store::write_shipped_files(fs::path(ctx.run_path) / "nodes" / safe / "workers", files);
+            },
+            [](caf::error&) {});
+  }
+}
+
 /// Starts the manager and waits for its end; Ctrl-C / SIGTERM is passed on as a graceful stop.
 void drive_manager(caf::actor_system& sys, context_ptr ctx, run_outcome& out) {
   caf::scoped_actor waiter{sys};
@@ -429,6 +447,7 @@ run_outcome run_optimization(const run_request& req) {
   } signals_guard;
 
   drive_manager(sys, ctx, out);
+  collect_node_logs(node_owner, *ctx);
   return out;
 }
 

@@ -160,6 +160,7 @@ public:
         [this](const node_hello& h) { return hello(h); },
         [this](const node_auth& a) { return authenticate(a); },
         [this](const run_setup& s) { return open_run(s); },
+        [this](node_logs_atom) { return run_logs(); },
         [this](interrupt_atom, int) {
           while (!runs_.empty()) close_run(runs_.begin()->first, "the node is stopping");
           self_->quit();
@@ -250,6 +251,16 @@ private:
     self_->monitor(caf::actor_cast<caf::actor>(from));
     log(fmt::format("run {} opened: {} device(s), files under {}", s.run_id, out.size(), scratch.dir.string()));
     return out;
+  }
+
+  /// The evaluator logs of the run the sender opened (its devices' workers/), bounded like every reply.
+  caf::result<std::vector<artifact>> run_logs() {
+    const auto& from = self_->current_sender();
+    if (!from || !auth_->allows(from->node()))
+      return make_error(errc::node_refused, "unauthenticated: prove the secret before asking for a run's logs");
+    auto it = runs_.find(from->address());
+    if (it == runs_.end()) return std::vector<artifact>{};
+    return store::files_written_since(it->second.scratch.run_dir() / "workers", {});
   }
 
   void close_run(const caf::actor_addr& manager, const std::string& why) {

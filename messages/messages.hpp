@@ -149,6 +149,9 @@ struct profile_result {
 /// (cancel_atom, candidate id): the candidate timed out; its device work is given up at once
 /// (cancel_work where the device is: this process, or a node across a link).
 using cancel_atom = caf::atom_constant<caf::atom("cancel")>;
+/// Manager -> a node's gatekeeper at the run's end: the evaluator logs of the devices of the run it
+/// opened there (workers/, as artifacts), before the node deletes the run's files.
+using node_logs_atom = caf::atom_constant<caf::atom("nodelogs")>;
 /// Several profiles of one device at once: on NVIDIA they share one profiler process
 /// (platform/profiling profile_kernels); one profile_result per item, in order.
 struct profile_batch {

@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <fstream>
 #include <functional>
@@ -114,6 +115,13 @@ TEST(Nodes, ASearchAcrossThreeProcessesFindsTheSameBestKernelAsOne) {
     EXPECT_NE(slurp(n->log).find("authenticated"), std::string::npos) << slurp(n->log);
     EXPECT_NE(slurp(n->log).find("run closed"), std::string::npos) << slurp(n->log);
     EXPECT_TRUE(fs::is_empty(s.dir / (n == &a ? "nodeA_scratch" : "nodeB_scratch"))) << "the node keeps nothing";
+  }
+  // The nodes' evaluator logs came back into the run directory before the nodes deleted theirs.
+  for (auto* n : {&a, &b}) {
+    std::string safe = n->address();
+    std::replace(safe.begin(), safe.end(), ':', '_');
+    const auto log = r3 / "nodes" / safe / "workers" / "gpu0" / "server.log";
+    EXPECT_TRUE(fs::exists(log)) << log;
   }
   EXPECT_EQ(a.stop(), 0) << "SIGTERM ends a node cleanly";
 }
