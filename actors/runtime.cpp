@@ -22,6 +22,7 @@
 #include "platform/gpu/gpu_name.hpp"
 #include "platform/gpu/selection.hpp"
 #include "platform/gpu/timeouts.hpp"
+#include "platform/profile_core/profile_common.hpp"
 #include "platform/profiling/profile_cache.hpp"
 #include "platform/llm/dotenv.hpp"
 #include "platform/llm/preflight.hpp"
@@ -307,8 +308,7 @@ namespace {
 void collect_node_logs(caf::scoped_actor& owner, const run_context& ctx) {
   for (const auto& [address, gk] : ctx.node_gatekeepers) {
     if (!gk) continue;
-    std::string safe;
-    for (char c : address) safe += std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' ? c : '_';
+    const auto safe = sanitize_kernel_id(address);  // 127.0.0.1_7420
     owner->request(gk, std::chrono::seconds(10), node_logs_atom::value)
         .receive(
             [&](const std::vector<artifact>& files) {

@@ -521,13 +521,8 @@ kernel_profile_outcome profile_uncached(const kernel_profile_request& req);
 
 } // namespace
 
-kernel_profile_outcome profile_kernel(const kernel_profile_request& req) {
-  const auto key = req.cache_root.empty() || req.dir.empty() ? std::string{} : profile_cache_key(req);
-  if (auto hit = cached_outcome(req, key)) return *hit;
-  auto out = profile_uncached(req);
-  store_cached_profile(req.cache_root, key, out);
-  return out;
-}
+// One request is a batch of one: the same cache lookup and store, then a profile of its own.
+kernel_profile_outcome profile_kernel(const kernel_profile_request& req) { return profile_kernels({req}).front(); }
 
 namespace {
 
