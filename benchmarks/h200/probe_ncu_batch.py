@@ -58,6 +58,7 @@ def main():
     ap.add_argument("--ncu", default=shutil.which("ncu") or "/usr/local/cuda/bin/ncu")
     ap.add_argument("--reps", type=int, default=2)
     ap.add_argument("--names", nargs="*", default=[], help="Triton kernel name of each kernel (single runs' filter)")
+    ap.add_argument("--only", nargs="*", default=[], help="run only these plan entries (e.g. wrapper_1 single_0 batch_2_marker)")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
     env = dict(os.environ)
@@ -99,6 +100,8 @@ def main():
         log = os.path.join(args.out, f"batch_2_nested_r{rep}.csv")
         plan.append(("batch_2_nested", ncu_base(args.ncu, log) + ["--nvtx", "--nvtx-include", "kagent_measured/*/"]
                      + [py, WRAPPER, "--problem", problem] + batch_args[:4]))
+        if args.only:
+            plan = [(name, argv) for name, argv in plan if name in args.only]
         for name, argv in plan:
             wall, rc = timed(argv, env, os.path.join(args.out, f"{name}_r{rep}.txt"))
             runs.append({"name": name, "rep": rep, "wall_s": wall, "rc": rc})
