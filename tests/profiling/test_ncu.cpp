@@ -185,15 +185,15 @@ TEST(NcuBatch, RowsAfterEachMarkerAreThatKernelsAndTheMeasuredLaunchIsChosenAsAl
   ASSERT_EQ(parts.size(), 2u);
   ASSERT_EQ(parts[0].rows.size(), 4u);
   for (const auto& r : parts[0].rows) EXPECT_EQ(r.kernel_name, "matvec_kernel");
-  ASSERT_EQ(parts[1].rows.size(), 5u);  // the zero fill (at::) and the split-K kernel's four launches
+  ASSERT_EQ(parts[1].rows.size(), 4u);  // the split-K kernel's four launches (the filter keeps at:: out)
   EXPECT_EQ(parts[1].columns, t.columns);
   EXPECT_EQ(parts[1].units, t.units);
   auto a = select_ncu_kernel(parts[0], std::string("matvec_kernel"));
-  EXPECT_EQ(a.id, 5);
+  EXPECT_EQ(a.id, 4);
   EXPECT_EQ(a.dispatch_count, 4);
   auto b = select_ncu_kernel(parts[1], std::string("matvec_splitk_kernel"));
-  EXPECT_EQ(b.id, 11);
-  EXPECT_DOUBLE_EQ(b.metrics.at("gpu__time_duration.sum"), 990000);
+  EXPECT_EQ(b.id, 9);
+  EXPECT_DOUBLE_EQ(b.metrics.at("gpu__time_duration.sum"), 1004512);
   // Without names, the busiest kernel outside at:: of each part.
   EXPECT_EQ(select_ncu_kernel(parts[1]).kernel_name, "matvec_splitk_kernel");
   // Rows before the first marker (the inputs' creation) belong to no kernel; markers never count.
@@ -205,7 +205,7 @@ TEST(NcuBatch, AKernelWhoseMarkerNeverRanHasNoRowsAndStrayMarkersAreIgnored) {
   auto t = parse_ncu_csv(read_file(fixture("ncu_batch_matvec/ncu_raw.csv")));
   // The batch died after the first kernel: nothing from the second marker on.
   auto died = t;
-  died.rows.erase(std::remove_if(died.rows.begin(), died.rows.end(), [](const ncu_row& r) { return r.id.value_or(0) >= 6; }),
+  died.rows.erase(std::remove_if(died.rows.begin(), died.rows.end(), [](const ncu_row& r) { return r.id.value_or(0) >= 5; }),
                   died.rows.end());
   auto parts = split_ncu_batch(died, 2);
   EXPECT_EQ(parts[0].rows.size(), 4u);

@@ -532,11 +532,11 @@ TEST(ProfileRunnerNcuBatch, TwoKernelsShareOneNcuProcessAndEachGetsItsOwnMeasure
   EXPECT_EQ(*(k + 1), "regex:^(kagent_batch_marker|matvec_kernel|matvec_splitk_kernel)$");
   // Each kernel: its own measured launch (the last of its name after its marker), metrics, roofline.
   EXPECT_EQ(out[0].kernel_name, "matvec_kernel");
-  EXPECT_EQ(out[0].detail.at("id").get<long long>(), 5);
-  EXPECT_DOUBLE_EQ(out[0].metrics.at("gpu__time_duration.sum"), 7460000);
+  EXPECT_EQ(out[0].detail.at("id").get<long long>(), 4);
+  EXPECT_DOUBLE_EQ(out[0].metrics.at("gpu__time_duration.sum"), 2418592);
   EXPECT_EQ(out[1].kernel_name, "matvec_splitk_kernel");
-  EXPECT_EQ(out[1].detail.at("id").get<long long>(), 11);
-  EXPECT_DOUBLE_EQ(out[1].metrics.at("gpu__time_duration.sum"), 990000);
+  EXPECT_EQ(out[1].detail.at("id").get<long long>(), 9);
+  EXPECT_DOUBLE_EQ(out[1].metrics.at("gpu__time_duration.sum"), 1004512);
   EXPECT_EQ(out[1].detail.at("batch").at("index").get<int>(), 1);
   ASSERT_TRUE(out[0].roofline && out[1].roofline);
   // Each kernel's directory holds its record of the shared invocation, its kernel and metrics.json.
