@@ -223,7 +223,6 @@ void candidate_state::benchmark_against(double best_now) {
 void candidate_state::on_benchmarked(const evaluation& be) {
   result_.device_s += be.wall_s;
   result_.user_test_s += be.user_test_s;
-  result_.user_test_skipped = be.user_test_skipped;
   if (!be.benchmarked) {
     attempt_["error_message"] = tail_text(be.error, 2000);
     keep_attempt();

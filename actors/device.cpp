@@ -69,7 +69,6 @@ evaluation to_message(const device_result& r) {
   e.stderr_tail = r.stderr_tail;
   e.wall_s = r.wall_s;
   e.user_test_s = r.user_test_s;
-  e.user_test_skipped = r.user_test_skipped;
   return e;
 }
 

@@ -504,11 +504,7 @@ void manager_state::on_result(const candidate_result& res) {
   }
   // The search's rules decide: duplicate, new best, divergence, and whether the strategy sees it.
   const auto j = ledger_->record({res.candidate_id, res.ok, res.time_ms, res.code, res.code_hash,
-                                  res.failure_cause, res.error, res.user_test_skipped});
-  if (j.held_back)
-    emit(event_kind::note, {{"program_id", res.candidate_id},
-                            {"what", "verified but held back from the best: test.py did not run on it (a faster kernel "
-                                     "passed test.py on its device, and is not recorded yet)"}});
+                                  res.failure_cause, res.error});
   commit_result(res, spec, w, j);
   if (j.new_best) roofline_stop(res.profile, res.candidate_id);
   emit_result(res, spec, w, j);

@@ -111,7 +111,6 @@ struct evaluation {
   std::string stderr_tail;
   double wall_s = 0;
   double user_test_s = 0;       ///< of wall_s, the kernel directory's test.py run
-  bool user_test_skipped = false;  ///< see device_result::user_test_skipped
   std::vector<artifact> artifacts;  ///< from a remote node only: what it wrote under work_dir
 };
 
@@ -168,7 +167,7 @@ using device_actor_type = caf::typed_actor<caf::replies_to<evaluate>::with<evalu
 /// The wire's version: a manager and a node talk only when it is the same (bumped whenever a message
 /// changes incompatibly). Also CAF's middleman.app-identifiers ("kagent-wire-<N>"), so mismatched
 /// binaries never finish the link's handshake.
-inline constexpr int32_t wire_version = 3;
+inline constexpr int32_t wire_version = 2;
 
 /// Manager -> a node's gatekeeper (the one actor a node publishes): who asks, in which version.
 struct node_hello {
@@ -278,7 +277,6 @@ struct candidate_result {
   std::optional<kernel_profile> profile;  ///< SOL profile of the new kernel, when one was taken
   double device_s = 0;          ///< time this candidate held the device (verify, benchmark, test.py, profile)
   double user_test_s = 0;       ///< of device_s, the kernel directory's test.py run
-  bool user_test_skipped = false;  ///< see device_result::user_test_skipped
   double llm_s = 0;             ///< time spent waiting for LLM replies
   double floor_pct = not_measured;  ///< achieved fraction of the physics floor, in %
   double time_spread_pct = not_measured;  ///< interquartile range of the timed calls over their median, in %
@@ -462,7 +460,7 @@ typename I::result_type inspect(I& f, evaluation& x) {
   wire::opt<failure_kind> cause{x.failure_cause};
   return f(caf::meta::type_name("evaluation"), x.candidate_id, x.verified, x.benchmarked, x.time_ms,
            x.time_spread_pct, x.eager_ms, x.compile_ms, x.error, cause.has, cause.value, x.code_hash, x.floor_pct,
-           x.stdout_tail, x.stderr_tail, x.wall_s, x.user_test_s, x.user_test_skipped, x.artifacts, caf::meta::load_callback([&]() -> caf::error {
+           x.stdout_tail, x.stderr_tail, x.wall_s, x.user_test_s, x.artifacts, caf::meta::load_callback([&]() -> caf::error {
              cause.put();
              return caf::none;
            }));
@@ -502,7 +500,7 @@ typename I::result_type inspect(I& f, candidate_result& x) {
   wire::opt<failure_kind> cause{x.failure_cause};
   return f(caf::meta::type_name("candidate_result"), x.candidate_id, x.parent_id, x.round, x.gpu_id, x.ok, x.code,
            x.time_ms, x.error, cause.has, cause.value, x.code_hash, x.bottleneck, x.model, x.attempt,
-           x.reflexion, profile.has, profile.value, x.device_s, x.user_test_s, x.user_test_skipped, x.llm_s, x.floor_pct,
+           x.reflexion, profile.has, profile.value, x.device_s, x.user_test_s, x.llm_s, x.floor_pct,
            x.time_spread_pct, caf::meta::load_callback([&]() -> caf::error {
              profile.put();
              cause.put();

@@ -96,13 +96,6 @@ bool wants_user_test(const device_settings& s, const device_request& req, double
   return !is_measured(bar) || time_ms < bar;
 }
 
-// Would test.py have run against the request's own bar alone? (Then skipping it was this device's call.)
-bool skipped_for_device_bar(const device_settings& s, const device_request& req, double time_ms, double tested_ms) {
-  if (req.mode != device_mode::benchmark || s.user_test != "best" || s.test_path.empty()) return false;
-  if (wants_user_test(s, req, time_ms, tested_ms)) return false;
-  return wants_user_test(s, req, time_ms, not_measured);
-}
-
 // After a request: a kernel timed and passed by test.py lowers this device's bar.
 void note_tested(const device_result& e, double& tested_ms) {
   if (!e.user_tested || !e.benchmarked || !is_measured(e.time_ms)) return;
@@ -232,7 +225,6 @@ public:
       if (e.floor_ms > 0 && e.time_ms > 0) e.floor_pct = e.floor_ms / e.time_ms * 100.0;
       auto h = client_->request(merged(base, {{"op", "hash"}}), bench_timeout);
       if (h.ok() && h.body["result"].contains("hash")) e.code_hash = h.body["result"]["hash"].get<std::string>();
-      e.user_test_skipped = e.benchmarked && skipped_for_device_bar(s_, req, e.time_ms, tested_ms_);
       if (req.mode == device_mode::benchmark && wants_user_test(s_, req, e.time_ms, tested_ms_) &&
           !run_user_test(s_, env_, req.code, req.work_dir.empty() ? fs::path(s_.run_path) : fs::path(req.work_dir), e)) {
         e.benchmarked = false;
@@ -405,7 +397,6 @@ public:
       e.floor_ms = res["benchmark"]["floor_ms"].get<double>();
       if (e.time_ms > 0) e.floor_pct = e.floor_ms / e.time_ms * 100.0;
     }
-    e.user_test_skipped = e.benchmarked && skipped_for_device_bar(s_, req, e.time_ms, tested_ms_);
     if ((req.mode == device_mode::benchmark && wants_user_test(s_, req, e.time_ms, tested_ms_)) || (req.mode == device_mode::initial && wants_user_test(s_, req, -1, tested_ms_))) {
       if (!run_user_test(s_, env_, req.code, dir, e)) {
         e.benchmarked = false;

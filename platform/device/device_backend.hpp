@@ -72,10 +72,6 @@ struct device_result {
   double floor_ms = not_measured;   ///< bytes moved over peak bandwidth (not_measured: unknown)
   double floor_pct = not_measured;      ///< floor_ms / time_ms in % (100: at the hardware limit)
   bool user_tested = false;    ///< test.py ran and passed
-  /// user_test best: faster than the run's best when sent, but test.py did not run because a faster
-  /// kernel passed it on this device meanwhile (see wants_user_test). The manager holds such a kernel
-  /// back from the best should that faster one not be recorded first.
-  bool user_test_skipped = false;
   std::string stdout_tail;
   std::string stderr_tail;
   double wall_s = 0;

@@ -130,9 +130,7 @@ judgement ledger::record(const finished& f) {
 
   // "New best" is decided before anything moves (SPEC §14 B.81).
   const auto before = best();
-  const bool faster = j.ok && (!before || !is_measured(before->time_ms) || f.time_ms < before->time_ms);
-  j.held_back = faster && f.user_test_skipped;
-  j.new_best = faster && !j.held_back;
+  j.new_best = j.ok && (!before || !is_measured(before->time_ms) || f.time_ms < before->time_ms);
   j.best_ms = j.new_best ? f.time_ms : before ? before->time_ms : not_measured;
   if (j.ok) {
     verified_hash_.emplace(j.code_hash, f.id);
@@ -147,7 +145,7 @@ judgement ledger::record(const finished& f) {
 
   const bool measured = j.ok || (j.failure_cause == failure_kind::duplicate && is_measured(f.time_ms));
   const std::string status = j.ok ? store::program_status::verified : store::program_status::failed;
-  j.fed = !j.held_back && feeds(f.id, status, j.failure_cause == failure_kind::duplicate, measured);
+  j.fed = feeds(f.id, status, j.failure_cause == failure_kind::duplicate, measured);
   const program_entry e{f.id, p.parent.id, f.code, f.time_ms, p.round, j.code_hash};
   if (rules_.async) {
     if (j.fed) strategy_->update_with_results({e}, p.round);

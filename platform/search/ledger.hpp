@@ -41,7 +41,6 @@ struct finished {
   std::string code_hash;      ///< compiled-code hash from the evaluator; "" when it gave none
   std::optional<failure_kind> failure_cause;  ///< when !ok; none reads as unknown
   std::string error;
-  bool user_test_skipped = false;  ///< test.py skipped for a faster kernel on its device (device_result)
 };
 
 /// The ledger's verdict on a finished candidate.
@@ -54,10 +53,6 @@ struct judgement {
   bool diverged = false;      ///< verified, but past divergence_threshold against its parent (SPEC §4.3)
   double best_ms = not_measured;  ///< the run's best after this result
   bool fed = false;           ///< entered the strategy (async) or this round's results (rounds)
-  /// Verified and faster than the recorded best, but its test.py was skipped because a faster kernel
-  /// passed it on the same device, and that kernel is not recorded (yet): never the best untested, so
-  /// it is kept out of the strategy like a diverged kernel.
-  bool held_back = false;
 };
 
 /// What the run does after --resume rebuilt the ledger.

@@ -136,37 +136,6 @@ TEST(Ledger, ANewBestIsDecidedAgainstEverythingKnownBeforeIt) {  // SPEC §14 B.
   EXPECT_EQ(l.best()->id, "r1_c0");  // before the round is closed, its results count
 }
 
-// user_test best: r1_c1's test.py was skipped on its device because r1_c0 (faster) had passed it
-// there, but r1_c1's result comes first. It must not become the best untested: it is held back, kept out
-// of the strategy, and r1_c0 is the new best when it comes. A skipped kernel slower than the recorded
-// best is an ordinary verified kernel.
-TEST(Ledger, AKernelWhoseTestPyWasSkippedNeverBecomesTheBestBeforeTheOneThatPassedIt) {
-  auto l = make(beam(2, 3));
-  l.start(initial(10.0));
-  l.plan_round(1);
-  auto skipped = ok("r1_c1", 9.0, "hb");
-  skipped.user_test_skipped = true;
-  auto b = l.record(skipped);
-  EXPECT_TRUE(b.ok);
-  EXPECT_TRUE(b.held_back);
-  EXPECT_FALSE(b.new_best);
-  EXPECT_FALSE(b.fed);
-  EXPECT_DOUBLE_EQ(b.best_ms, 10.0);
-  ASSERT_TRUE(l.best());
-  EXPECT_EQ(l.best()->id, "initial");
-  auto a = l.record(ok("r1_c0", 8.0, "ha"));
-  EXPECT_TRUE(a.new_best);
-  EXPECT_FALSE(a.held_back);
-  auto later = ok("r1_c2", 8.5, "hc");
-  later.user_test_skipped = true;
-  auto c = l.record(later);
-  EXPECT_TRUE(c.ok);
-  EXPECT_FALSE(c.held_back);  // slower than the recorded best: nothing to hold back
-  EXPECT_TRUE(c.fed);
-  ASSERT_TRUE(l.best());
-  EXPECT_EQ(l.best()->id, "r1_c0");
-}
-
 TEST(Ledger, SameCompiledCodeAsAVerifiedKernelOrAnEarlierClaimIsADuplicate) {  // B.88
   auto l = make(beam(2, 3));
   l.start(initial(10.0, "h-initial"));
