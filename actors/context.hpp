@@ -1,6 +1,7 @@
 #pragma once
 // What every actor of one run shares: immutable after the manager starts. Passed to spawn() as a
 // shared pointer to const (a local object, never a message).
+#include <atomic>
 #include <memory>
 #include <string>
 #include <vector>
@@ -58,6 +59,12 @@ struct run_context {
   std::string sandbox_mode;             ///< resolved at start-up: "bwrap", "rlimits" or "off" (docs/sandbox.md)
   std::string sandbox_warning;          ///< why it fell back to rlimits ("" when it did not)
   std::string cache_root;               ///< profiles kept across runs ("" = none; default_cache_root)
+  /// The run's recorded best time (not_measured until the starting kernel's), written by the manager
+  /// whenever it records one and read by this process's devices when they decide whether a candidate
+  /// runs test.py (user_test best): a request's own bar is from when it was sent, and it may have
+  /// waited on the device since. Every recorded best passed test.py, so the bar never lets an untested
+  /// kernel become the best. A node's devices have their own (unwritten) one and use the request's bar.
+  std::shared_ptr<std::atomic<double>> recorded_best_ms = std::make_shared<std::atomic<double>>(not_measured);
   std::vector<remote_device> remote_devices;  ///< the nodes' devices reached at start (ids in device_ids too)
   /// Every node the run names (HOST:PORT) with its gatekeeper as the start found it (invalid: not
   /// reached yet). The manager keeps a link to each: a node that is lost or late joins when it answers.

@@ -186,6 +186,7 @@ void manager_state::on_initial(const evaluation& e, const fs::path& work_dir) {
   }
   // The measured initial time is stored (SPEC §14 B.87): parents carry real times.
   initial_ = e.time_ms;
+  publish_best();
   u.status = store::program_status::verified;
   u.time_ms = e.time_ms;
   u.floor_pct = measured_or_none(e.floor_pct);
@@ -449,6 +450,7 @@ void manager_state::dispatch(candidate_spec spec) {
   // user_test "best": the candidate runs test.py when it beats the best known now (a later best only
   // lowers the bar, so nothing that can become the best skips the test).
   spec.best_ms = best_ms_now();
+  publish_best();  // a resumed run's first dispatch publishes the best it restored
   if (auto it = analysis_.find(spec.parent_id); it != analysis_.end()) spec.baseline = it->second;
   inflight_[spec.id] = {static_cast<int>(k), spec};
   store::program_update u;
@@ -475,6 +477,9 @@ void manager_state::dispatch(candidate_spec spec) {
 
 // The best time known now: the strategy's best or a faster result of the current round, else the
 // starting kernel's.
+// The devices of this process read it when they decide whether a candidate runs test.py.
+void manager_state::publish_best() { ctx_->recorded_best_ms->store(best_ms_now()); }
+
 double manager_state::best_ms_now() const {
   auto b = ledger_->best();
   return b && is_measured(b->time_ms) ? b->time_ms : initial_ > 0 ? initial_ : not_measured;
@@ -505,6 +510,7 @@ void manager_state::on_result(const candidate_result& res) {
   // The search's rules decide: duplicate, new best, divergence, and whether the strategy sees it.
   const auto j = ledger_->record({res.candidate_id, res.ok, res.time_ms, res.code, res.code_hash,
                                   res.failure_cause, res.error});
+  if (j.new_best) publish_best();
   commit_result(res, spec, w, j);
   if (j.new_best) roofline_stop(res.profile, res.candidate_id);
   emit_result(res, spec, w, j);

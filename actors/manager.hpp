@@ -80,6 +80,7 @@ private:
                    const std::string& error = "");
   void dispatch(candidate_spec spec);
   double best_ms_now() const;
+  void publish_best();
   size_t least_loaded() const;
   nlohmann::json device_labels() const;
   void save_device_labels();

@@ -85,21 +85,16 @@ bool run_user_test(const device_settings& s, const env_map& env, const std::stri
 }
 
 // user_test "best": only a candidate that may become the best runs test.py. The bar is the lower of
-// the run's best when the request was sent and the fastest kernel whose test.py passed on this device
-// since: requests wait here in turn (the H200 run of 2026-12-05 spent 20 s on a test.py for a
-// candidate queued behind the new best it could no longer beat).
-bool wants_user_test(const device_settings& s, const device_request& req, double time_ms, double tested_ms) {
+// the run's best when the request was sent and the run's recorded best now: requests wait here in turn
+// (the H200 run of 2026-12-05 spent 20 s on a test.py for a candidate queued behind a new best it could
+// no longer beat). Only kernels that passed test.py are ever recorded as the best.
+bool wants_user_test(const device_settings& s, const device_request& req, double time_ms) {
   if (s.user_test == "never" || s.test_path.empty()) return false;
   if (req.mode == device_mode::initial || s.user_test == "every") return true;
   double bar = req.best_ms;
-  if (is_measured(tested_ms) && (!is_measured(bar) || tested_ms < bar)) bar = tested_ms;
+  const double now = s.recorded_best_ms ? s.recorded_best_ms->load() : not_measured;
+  if (is_measured(now) && (!is_measured(bar) || now < bar)) bar = now;
   return !is_measured(bar) || time_ms < bar;
-}
-
-// After a request: a kernel timed and passed by test.py lowers this device's bar.
-void note_tested(const device_result& e, double& tested_ms) {
-  if (!e.user_tested || !e.benchmarked || !is_measured(e.time_ms)) return;
-  if (!is_measured(tested_ms) || e.time_ms < tested_ms) tested_ms = e.time_ms;
 }
 
 // The failure cause of a reply that arrived (the harness's "kind").
@@ -147,6 +142,11 @@ public:
     client_ = std::make_unique<evaluator_client>(std::move(o));
   }
 
+  void prepare() override {
+    device_result ignored;
+    if (!loaded_) load(ignored);
+  }
+
   device_result run(const device_request& req) override {
     device_result e;
     e.candidate_id = req.candidate_id;
@@ -161,7 +161,7 @@ public:
     auto step = [&](const char* what) {
       if (req.on_step) req.on_step(what);
     };
-    if (req.mode == device_mode::initial && wants_user_test(s_, req, -1, tested_ms_)) {
+    if (req.mode == device_mode::initial && wants_user_test(s_, req, -1)) {
       step("running the kernel directory's test.py");
       if (!run_user_test(s_, env_, req.code, req.work_dir.empty() ? fs::path(s_.run_path) : fs::path(req.work_dir), e))
         return finish(e, t0);
@@ -225,7 +225,7 @@ public:
       if (e.floor_ms > 0 && e.time_ms > 0) e.floor_pct = e.floor_ms / e.time_ms * 100.0;
       auto h = client_->request(merged(base, {{"op", "hash"}}), bench_timeout);
       if (h.ok() && h.body["result"].contains("hash")) e.code_hash = h.body["result"]["hash"].get<std::string>();
-      if (req.mode == device_mode::benchmark && wants_user_test(s_, req, e.time_ms, tested_ms_) &&
+      if (req.mode == device_mode::benchmark && wants_user_test(s_, req, e.time_ms) &&
           !run_user_test(s_, env_, req.code, req.work_dir.empty() ? fs::path(s_.run_path) : fs::path(req.work_dir), e)) {
         e.benchmarked = false;
         return finish(e, t0);
@@ -265,9 +265,8 @@ private:
       e.stderr_tail += (e.stderr_tail.empty() ? "" : "\n") + std::string{"--- traceback ---\n"} +
                        r.body["traceback"].get<std::string>();
   }
-  device_result& finish(device_result& e, std::chrono::steady_clock::time_point t0) {
+  static device_result& finish(device_result& e, std::chrono::steady_clock::time_point t0) {
     e.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    note_tested(e, tested_ms_);
     return e;
   }
   bool load(device_result& e) {
@@ -304,7 +303,6 @@ private:
   }
 
   device_settings s_;
-  double tested_ms_ = not_measured;  ///< see wants_user_test
   std::string device_;
   env_map env_;
   std::unique_ptr<evaluator_client> client_;
@@ -397,19 +395,17 @@ public:
       e.floor_ms = res["benchmark"]["floor_ms"].get<double>();
       if (e.time_ms > 0) e.floor_pct = e.floor_ms / e.time_ms * 100.0;
     }
-    if ((req.mode == device_mode::benchmark && wants_user_test(s_, req, e.time_ms, tested_ms_)) || (req.mode == device_mode::initial && wants_user_test(s_, req, -1, tested_ms_))) {
+    if ((req.mode == device_mode::benchmark && wants_user_test(s_, req, e.time_ms)) || (req.mode == device_mode::initial && wants_user_test(s_, req, -1))) {
       if (!run_user_test(s_, env_, req.code, dir, e)) {
         e.benchmarked = false;
         e.verified = req.mode != device_mode::initial && e.verified;
       }
     }
-    note_tested(e, tested_ms_);
     return e;
   }
 
 private:
   device_settings s_;
-  double tested_ms_ = not_measured;  ///< see wants_user_test
   env_map env_;
   bool cpu_ = false;
 };

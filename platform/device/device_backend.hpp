@@ -1,4 +1,5 @@
 #pragma once
+#include <atomic>
 // Device work of one GPU (or of the CPU platform): verify, benchmark and hash one kernel through the
 // Python harness. Blocking, synchronous code; the evaluator actor owns one backend per device and
 // serialises its requests (actors/gpu_worker.cpp). Three backends (SPEC §12.3, docs/harness.md):
@@ -41,6 +42,8 @@ struct device_settings {
   double peak_bandwidth_gbps = 0;   ///< the device's, for the physics floor; 0: no floor
   std::vector<std::string> sandbox_prefix;  ///< argv before every candidate process ("{scratch}" = its directory)
   std::string user_test = "best";   ///< best, every, never: when the kernel directory's test.py runs
+  /// The run's recorded best, read when test.py is decided (run_context::recorded_best_ms); may be null.
+  std::shared_ptr<const std::atomic<double>> recorded_best_ms;
   double user_test_timeout_s = 300;
   bool compile_reference = true;  ///< the starting kernel's evaluation also times torch.compile
   std::string test_path;            ///< the kernel directory's test.py
@@ -84,6 +87,9 @@ public:
   /// Child failures (crash, hang, wrong result) come back in the result; an exception means our own
   /// fault (e.g. an unwritable run directory).
   virtual device_result run(const device_request& req) = 0;
+  /// Start what the first request would start (the warm evaluator and its problem), ahead of it. A
+  /// failure here is left for that request to report.
+  virtual void prepare() {}
 };
 
 /// The backend for `s`: noop when s.verifier is "noop", else process or warm by s.isolation.
