@@ -34,6 +34,7 @@ device_settings settings_for(const run_context& ctx, int device_id) {
   s.vendor = ctx.vendor;
   s.child_env = ctx.child_env;
   s.verifier = ctx.cfg.platform.verifier;
+  s.recorded_best_ms = ctx.recorded_best_ms;
   s.isolation = ctx.cfg.isolation;
   s.test_timeout_s = ctx.test_timeout_s;
   s.benchmark_timeout_s = ctx.cfg.benchmark_timeout_s;
@@ -149,6 +150,12 @@ evaluation device_state::run_evaluation(const evaluate& req) {
       return e;
     }
     if (!backend_) backend_ = make_device_backend(settings_for(*ctx_, device_id_));
+    if (req.mode == device_mode::warm) {
+      backend_->prepare();
+      evaluation e;
+      e.candidate_id = req.candidate_id;
+      return e;
+    }
     device_request dr{req.candidate_id, req.code, req.mode, req.work_dir};
     dr.best_ms = req.best_ms;
     if (req.mode == device_mode::initial) {

@@ -53,6 +53,16 @@ private:
 device_actor_type::behavior_type device_actor(device_actor_type::stateful_pointer<device_state> self, context_ptr ctx,
                                               int device_id);
 
+/// Asks `device` to start its evaluator and load problem.py now (device_mode::warm) rather than at its
+/// first candidate: sent when a device joins a run, so that every device of a multi-device run is ready
+/// when the first candidates arrive (each start costs seconds: Python, torch, CUDA, the inputs). The
+/// reply carries nothing; a failure is reported by the device's first real request.
+template <class Self>
+void warm_device(Self* self, const device_actor_type& device) {
+  self->request(device, caf::infinite, evaluate{"", "", device_mode::warm, ""})
+      .then([](const evaluation&) {}, [](caf::error&) {});
+}
+
 /// rocm and nvidia have a profiler; cpu, noop and "" do not.
 bool has_profiler(const std::string& platform);
 

@@ -39,8 +39,10 @@ caf::behavior gpu_worker_state::start(caf::stateful_actor<gpu_worker_state>* sel
   if (remote)
     // A node's device: the relay ends (and this worker with it) when the node is lost.
     device_ = self->spawn<caf::linked>(remote_device_actor, remote, ctx_->run_path);
-  else
+  else {
     device_ = self->spawn<caf::detached + caf::linked>(device_actor, ctx_, device_id);
+    warm_device(self, device_);  // a node's devices are warmed by their node when the run opens there
+  }
   self->set_down_handler([this](caf::down_msg& dm) { on_candidate_down(dm); });
   // Candidates are linked so that none outlives this worker (a node's device lost, a crash); their own
   // ends arrive as down messages above. Any other exit (the device's, the manager's shutdown) ends it.

@@ -240,6 +240,7 @@ private:
       for (size_t k = 0; k < ctx->device_ids.size(); ++k) {
         const int id = ctx->device_ids[k];
         auto dev = self_->spawn<caf::detached>(device_actor, context_ptr{ctx}, id);
+        warm_device(self_, dev);
         auto relay = self_->spawn(node_device_relay, dev, std::shared_ptr<const node_auth_db>{auth_}, scratch.run_dir());
         run.actors.push_back(caf::actor_cast<caf::actor>(dev));
         run.actors.push_back(caf::actor_cast<caf::actor>(relay));

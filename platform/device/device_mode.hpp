@@ -9,14 +9,17 @@ enum class device_mode : uint8_t {
   benchmark,  ///< the candidate's timing (and the kernel directory's test.py under user_test)
   initial,    ///< the starting kernel: test.py unless user_test is never, verify, then the candidate's,
               ///< PyTorch eager's and (compile_reference) torch.compile's timings
+  warm,       ///< no kernel: start the device's evaluator and load problem.py, so that its first
+              ///< candidate does not wait for them (sent once, when the device joins a run)
 };
 
-/// "verify", "benchmark", "initial": the names of logs, files and messages.
+/// "verify", "benchmark", "initial", "warm": the names of logs, files and messages.
 inline const char* to_string(device_mode m) {
   switch (m) {
     case device_mode::verify: return "verify";
     case device_mode::benchmark: return "benchmark";
     case device_mode::initial: return "initial";
+    case device_mode::warm: return "warm";
   }
   return "verify";
 }

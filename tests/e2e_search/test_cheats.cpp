@@ -11,6 +11,7 @@
 #include <map>
 #include <optional>
 #include <regex>
+#include <set>
 
 #include "platform/store/program_db.hpp"
 #include "tests/e2e/e2e_util.hpp"
@@ -182,8 +183,11 @@ std::string strict_test_py() {
 
 std::string without_row_mask() {
   // Right for the harness's 64 rows, wrong (zeros) for any row count that is not a multiple of 16.
+  // One program covers the small shape (64 x 2048), so it is faster than honest_control (32 x 1024:
+  // four blocks) in the interpreter: whichever is timed first, it is a would-be best and runs test.py
+  // (a kernel slower than one that passed test.py on the same device runs none).
   auto code = slurp(fs::path(kMatvec) / "input.py");
-  code = std::regex_replace(code, std::regex("BLOCK_M, BLOCK_K = 16, 512"), "BLOCK_M, BLOCK_K = 32, 1024");
+  code = std::regex_replace(code, std::regex("BLOCK_M, BLOCK_K = 16, 512"), "BLOCK_M, BLOCK_K = 64, 2048");
   code = std::regex_replace(code, std::regex("    return y\n"), "    if M % 16:\n        y.zero_()\n    return y\n");
   return "# corpus: no_row_mask.py\n" + code;
 }
@@ -319,3 +323,22 @@ llm:
 }
 
 }  // namespace
+
+// A device's evaluator (Python, torch, Triton, problem.py and its inputs: seconds each time, more on a
+// GPU) starts when the device joins the run, not at its first candidate: a two-device run with a
+// single candidate still has both devices' problem loaded, the idle one included.
+TEST(Devices, EveryDeviceLoadsTheProblemWhenTheRunStartsNotAtItsFirstCandidate) {
+  scratch s;
+  const auto kdir = kernel_dir_with(s, {"# corpus: honest_control.py\n" + slurp(fs::path(kCheats) / "honest_control.py")});
+  auto o = run_search(s, kdir, config(1, "gpu_ids: [0, 1]\n"));
+  ASSERT_EQ(o.proc.exit_code, 0) << o.proc.err << o.proc.out;
+  std::set<int> used;
+  for (const auto& e : events(o.run_dir))
+    if (e.value("type", "") == "candidate_start") used.insert(e.value("gpu_id", -1));
+  ASSERT_EQ(used.size(), 1u);
+  const int idle = used.count(0) ? 1 : 0;
+  const auto dir = o.run_dir / "workers" / ("gpu" + std::to_string(idle));
+  ASSERT_TRUE(fs::exists(dir / "server.log")) << "the idle device's evaluator never started";
+  // load_problem starts the device's fork server (and its pre-warmed candidate processes).
+  EXPECT_TRUE(fs::exists(dir / "sandbox" / "zygote" / "zygote.log")) << "the idle device never loaded the problem";
+}
