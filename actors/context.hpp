@@ -1,6 +1,7 @@
 #pragma once
-// What every actor of one run shares: immutable after the manager starts. Passed to spawn() as a
-// shared pointer to const (a local object, never a message).
+// What every actor of one run shares: immutable after the manager starts, but for the one value the
+// manager publishes to its devices (recorded_best_ms, an atomic behind a pointer). Passed to spawn()
+// as a shared pointer to const (a local object, never a message).
 #include <atomic>
 #include <memory>
 #include <string>

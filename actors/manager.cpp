@@ -475,11 +475,11 @@ void manager_state::dispatch(candidate_spec spec) {
             });
 }
 
-// The best time known now: the strategy's best or a faster result of the current round, else the
-// starting kernel's.
 // The devices of this process read it when they decide whether a candidate runs test.py.
 void manager_state::publish_best() { ctx_->recorded_best_ms->store(best_ms_now()); }
 
+// The best time known now: the strategy's best or a faster result of the current round, else the
+// starting kernel's.
 double manager_state::best_ms_now() const {
   auto b = ledger_->best();
   return b && is_measured(b->time_ms) ? b->time_ms : initial_ > 0 ? initial_ : not_measured;

@@ -1,11 +1,11 @@
 #pragma once
-#include <atomic>
 // Device work of one GPU (or of the CPU platform): verify, benchmark and hash one kernel through the
 // Python harness. Blocking, synchronous code; the evaluator actor owns one backend per device and
 // serialises its requests (actors/gpu_worker.cpp). Three backends (SPEC §12.3, docs/harness.md):
 //   noop     verification passes, the benchmark answers 1.0 ms, references unmeasured (dry runs)
 //   warm     one harness/evaluator.py server per device, pinned through its environment (default)
 //   process  a fresh harness/run_once.py per request (isolation: process)
+#include <atomic>
 #include <memory>
 #include <functional>
 #include <optional>
