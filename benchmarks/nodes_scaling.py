@@ -10,6 +10,8 @@ is a Python evaluator running Triton's interpreter, so N devices need N cores: r
 against the machine's core count (printed).
 
 Usage: python3 benchmarks/nodes_scaling.py [--delay 3] [--rounds 3] [--samples 2] [--binary build/app/kagent-actors]
+                                          [--sizes 1 4 2] [--compare OTHER_BINARY]
+--compare runs each size on one node with both builds back to back (a change's effect on scaling).
 """
 import argparse
 import json
@@ -76,6 +78,29 @@ def run(binary, base, label, cfg, env, extra=()):
             "best_ms": summary.get("best_ms")}
 
 
+def compare(a, base, env):
+    """Each size with --binary and --compare back to back (alternating which goes first), one node."""
+    print(f"machine: {os.cpu_count()} cores; LLM delay {a.delay} s per reply; {a.samples} samples, {a.rounds} "
+          f"rounds, {a.schedule} schedule; this build: {a.binary}; other build: {a.compare}")
+    res = {}
+    for i, n in enumerate(a.sizes):
+        order = [("this", a.binary), ("other", a.compare)]
+        if i % 2:
+            order.reverse()
+        for tag, binary in order:
+            cfg = config(base, n, 2 * n, a.rounds, a.samples, schedule=a.schedule)
+            res[(tag, n)] = run(binary, base, f"{tag}-{n}dev", cfg, env)
+            print(json.dumps(res[(tag, n)]), flush=True)
+    print("\n| devices | candidates/min, this build | other build | efficiency, this | other |")
+    print("|---|---|---|---|---|")
+    for n in a.sizes:
+        t, o = res[("this", n)], res[("other", n)]
+        et = t["per_min"] / (n * res[("this", a.sizes[0])]["per_min"]) if res[("this", a.sizes[0])]["per_min"] else 0
+        eo = o["per_min"] / (n * res[("other", a.sizes[0])]["per_min"]) if res[("other", a.sizes[0])]["per_min"] else 0
+        print(f"| {n} | {t['per_min']:.1f} | {o['per_min']:.1f} | {et:.2f} | {eo:.2f} |")
+    return 0
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--binary", default=str(ROOT / "build/app/kagent-actors"))
@@ -84,14 +109,19 @@ def main():
     ap.add_argument("--samples", type=int, default=2, help="samples_per_prompt: more candidates per round")
     ap.add_argument("--schedule", default="rounds", choices=["rounds", "async"],
                     help="strategy_config.schedule (async keeps every device fed across the round barrier)")
+    ap.add_argument("--sizes", type=int, nargs="+", default=[1, 4, 2], help="devices on one node, in this order")
+    ap.add_argument("--compare", metavar="BINARY", help="another build: one node only, each size run with "
+                    "both binaries back to back, and the two efficiencies side by side")
     a = ap.parse_args()
     env = dict(os.environ, KAGENT_REPLAY_DELAY_S=str(a.delay), KAGENT_NODE_SECRET=SECRET)
     base = pathlib.Path(tempfile.mkdtemp(prefix="kagent_scaling_"))
+    if a.compare:
+        return compare(a, base, env)
     print(f"machine: {os.cpu_count()} cores; LLM delay {a.delay} s per reply; matvec, beam 2x2, "
           f"{a.samples} samples, {a.rounds} rounds, {a.schedule} schedule; two pipelines per device")
     results = []
     # 1 and 4 devices first: the efficiency at 4 is the figure that matters if time runs out.
-    sizes = (1, 4, 2)
+    sizes = tuple(a.sizes)
     for n in sizes:
         results.append(run(a.binary, base, f"1 node, {n} device(s)", config(base, n, 2 * n, a.rounds, a.samples, schedule=a.schedule), env))
         print(json.dumps(results[-1]), flush=True)

@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <set>
 
 #include <nlohmann/json.hpp>
 
@@ -96,6 +97,21 @@ bool wants_user_test(const device_settings& s, const device_request& req, double
   if (is_measured(now) && (!is_measured(bar) || now < bar)) bar = now;
   return !is_measured(bar) || time_ms < bar;
 }
+
+// Programs whose test.py passed on this device, by program hash (the compiled kernels and the
+// normalised wrapper: what dedup calls the same program). The same program would pass again, so a
+// duplicate runs no test.py (measured on the cpu platform: 16 of a run's 28 device-seconds went to
+// test.py runs of duplicates whose noisy time fell below the best).
+class tested_programs {
+public:
+  bool passed(const std::string& hash) const { return !hash.empty() && hashes_.count(hash) > 0; }
+  void note(const device_result& e) {
+    if (e.user_tested && !e.code_hash.empty()) hashes_.insert(e.code_hash);
+  }
+
+private:
+  std::set<std::string> hashes_;
+};
 
 // The failure cause of a reply that arrived (the harness's "kind").
 failure_kind cause_of_kind(const nlohmann::json& body, failure_kind otherwise) {
@@ -225,7 +241,7 @@ public:
       if (e.floor_ms > 0 && e.time_ms > 0) e.floor_pct = e.floor_ms / e.time_ms * 100.0;
       auto h = client_->request(merged(base, {{"op", "hash"}}), bench_timeout);
       if (h.ok() && h.body["result"].contains("hash")) e.code_hash = h.body["result"]["hash"].get<std::string>();
-      if (req.mode == device_mode::benchmark && wants_user_test(s_, req, e.time_ms) &&
+      if (req.mode == device_mode::benchmark && wants_user_test(s_, req, e.time_ms) && !tested_.passed(e.code_hash) &&
           !run_user_test(s_, env_, req.code, req.work_dir.empty() ? fs::path(s_.run_path) : fs::path(req.work_dir), e)) {
         e.benchmarked = false;
         return finish(e, t0);
@@ -265,8 +281,9 @@ private:
       e.stderr_tail += (e.stderr_tail.empty() ? "" : "\n") + std::string{"--- traceback ---\n"} +
                        r.body["traceback"].get<std::string>();
   }
-  static device_result& finish(device_result& e, std::chrono::steady_clock::time_point t0) {
+  device_result& finish(device_result& e, std::chrono::steady_clock::time_point t0) {
     e.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    tested_.note(e);
     return e;
   }
   bool load(device_result& e) {
@@ -303,6 +320,7 @@ private:
   }
 
   device_settings s_;
+  tested_programs tested_;
   std::string device_;
   env_map env_;
   std::unique_ptr<evaluator_client> client_;
@@ -395,17 +413,20 @@ public:
       e.floor_ms = res["benchmark"]["floor_ms"].get<double>();
       if (e.time_ms > 0) e.floor_pct = e.floor_ms / e.time_ms * 100.0;
     }
-    if ((req.mode == device_mode::benchmark && wants_user_test(s_, req, e.time_ms)) || (req.mode == device_mode::initial && wants_user_test(s_, req, -1))) {
+    if ((req.mode == device_mode::benchmark && wants_user_test(s_, req, e.time_ms) && !tested_.passed(e.code_hash)) ||
+        (req.mode == device_mode::initial && wants_user_test(s_, req, -1))) {
       if (!run_user_test(s_, env_, req.code, dir, e)) {
         e.benchmarked = false;
         e.verified = req.mode != device_mode::initial && e.verified;
       }
     }
+    tested_.note(e);
     return e;
   }
 
 private:
   device_settings s_;
+  tested_programs tested_;
   env_map env_;
   bool cpu_ = false;
 };

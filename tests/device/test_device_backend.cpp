@@ -96,7 +96,7 @@ TEST_P(DeviceBackendCpu, VerifiesTimesAndHashesAndIsolatesFailures) {
 // here), and wait for the device in turn. The first is fast and passes test.py, and the manager records
 // it as the best (recorded_best_ms). The second is slower than that, so it can no longer become the best,
 // and its test.py run (seconds of device time on a GPU, for a real test.py) is skipped. Before any
-// best is recorded, the request's own bar decides.
+// best is recorded, the request's own bar decides, except for a program that passed test.py here.
 TEST_P(DeviceBackendCpu, UserTestSkipsACandidateThatTheRecordedBestAlreadyBeats) {
   scratch s;
   const auto count = s.dir / "test_runs.txt";
@@ -128,6 +128,13 @@ TEST_P(DeviceBackendCpu, UserTestSkipsACandidateThatTheRecordedBestAlreadyBeats)
   ASSERT_TRUE(first.benchmarked) << first.error;
   EXPECT_TRUE(first.user_tested);
   EXPECT_EQ(runs(), 1);
+  // The same program again (a comment differs): it passed test.py on this device already, so this
+  // duplicate runs none, although nothing is recorded yet and its bar is none.
+  auto duplicate = timed("c1b", fast + "\n# the same program, another comment\n");
+  ASSERT_TRUE(duplicate.benchmarked) << duplicate.error;
+  EXPECT_EQ(duplicate.code_hash, first.code_hash);
+  EXPECT_FALSE(duplicate.user_tested);
+  EXPECT_EQ(runs(), 1) << "test.py ran again for a program that passed it on this device";
   auto unrecorded = timed("c2", slow);  // nothing recorded yet: the request's bar (none) decides
   EXPECT_TRUE(unrecorded.user_tested) << unrecorded.error;
   EXPECT_EQ(runs(), 2);
