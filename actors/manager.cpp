@@ -227,6 +227,7 @@ void manager_state::resume() {
     }
   const int round_done = stored.round_done;
   const auto plan = ledger_->resume(db_->list_programs(), stored.plans, round_done, stored.diverged, default_model_);
+  publish_best();  // the best the earlier sessions recorded
   for (const auto& q : plan.requeued) queue_.push_back(spec_of(q));
   for (const auto& q : plan.replanned) commit_plan(q);
   // What the earlier sessions did, so that the progress line goes on from their totals.
@@ -450,7 +451,6 @@ void manager_state::dispatch(candidate_spec spec) {
   // user_test "best": the candidate runs test.py when it beats the best known now (a later best only
   // lowers the bar, so nothing that can become the best skips the test).
   spec.best_ms = best_ms_now();
-  publish_best();  // a resumed run's first dispatch publishes the best it restored
   if (auto it = analysis_.find(spec.parent_id); it != analysis_.end()) spec.baseline = it->second;
   inflight_[spec.id] = {static_cast<int>(k), spec};
   store::program_update u;

@@ -85,19 +85,6 @@ bool run_user_test(const device_settings& s, const env_map& env, const std::stri
   return false;
 }
 
-// user_test "best": only a candidate that may become the best runs test.py. The bar is the lower of
-// the run's best when the request was sent and the run's recorded best now: requests wait here in turn
-// (the H200 run of 2026-12-05 spent 20 s on a test.py for a candidate queued behind a new best it could
-// no longer beat). Only kernels that passed test.py are ever recorded as the best.
-bool wants_user_test(const device_settings& s, const device_request& req, double time_ms) {
-  if (s.user_test == "never" || s.test_path.empty()) return false;
-  if (req.mode == device_mode::initial || s.user_test == "every") return true;
-  double bar = req.best_ms;
-  const double now = s.recorded_best_ms ? s.recorded_best_ms->load() : not_measured;
-  if (is_measured(now) && (!is_measured(bar) || now < bar)) bar = now;
-  return !is_measured(bar) || time_ms < bar;
-}
-
 // Programs whose test.py passed on this device, by program hash (the compiled kernels and the
 // normalised wrapper: what dedup calls the same program). The same program would pass again, so a
 // duplicate runs no test.py (measured on the cpu platform: 16 of a run's 28 device-seconds went to
@@ -112,6 +99,22 @@ public:
 private:
   std::set<std::string> hashes_;
 };
+
+// user_test "best": only a candidate that may become the best runs test.py. The bar is the lower of
+// the run's best when the request was sent and the run's recorded best now: requests wait here in turn
+// (the H200 run of 2026-12-05 spent 20 s on a test.py for a candidate queued behind a new best it could
+// no longer beat). Only kernels that passed test.py are ever recorded as the best. Under "best", a
+// program that passed test.py on this device (`hash`, "" before it is known) does not run it again.
+bool wants_user_test(const device_settings& s, const device_request& req, double time_ms, const std::string& hash,
+                     const tested_programs& tested) {
+  if (s.user_test == "never" || s.test_path.empty()) return false;
+  if (req.mode == device_mode::initial || s.user_test == "every") return true;
+  if (tested.passed(hash)) return false;
+  double bar = req.best_ms;
+  const double now = s.recorded_best_ms ? s.recorded_best_ms->load() : not_measured;
+  if (is_measured(now) && (!is_measured(bar) || now < bar)) bar = now;
+  return !is_measured(bar) || time_ms < bar;
+}
 
 // The failure cause of a reply that arrived (the harness's "kind").
 failure_kind cause_of_kind(const nlohmann::json& body, failure_kind otherwise) {
@@ -177,7 +180,7 @@ public:
     auto step = [&](const char* what) {
       if (req.on_step) req.on_step(what);
     };
-    if (req.mode == device_mode::initial && wants_user_test(s_, req, -1)) {
+    if (req.mode == device_mode::initial && wants_user_test(s_, req, -1, "", tested_)) {
       step("running the kernel directory's test.py");
       if (!run_user_test(s_, env_, req.code, req.work_dir.empty() ? fs::path(s_.run_path) : fs::path(req.work_dir), e))
         return finish(e, t0);
@@ -241,7 +244,7 @@ public:
       if (e.floor_ms > 0 && e.time_ms > 0) e.floor_pct = e.floor_ms / e.time_ms * 100.0;
       auto h = client_->request(merged(base, {{"op", "hash"}}), bench_timeout);
       if (h.ok() && h.body["result"].contains("hash")) e.code_hash = h.body["result"]["hash"].get<std::string>();
-      if (req.mode == device_mode::benchmark && wants_user_test(s_, req, e.time_ms) && !tested_.passed(e.code_hash) &&
+      if (req.mode == device_mode::benchmark && wants_user_test(s_, req, e.time_ms, e.code_hash, tested_) &&
           !run_user_test(s_, env_, req.code, req.work_dir.empty() ? fs::path(s_.run_path) : fs::path(req.work_dir), e)) {
         e.benchmarked = false;
         return finish(e, t0);
@@ -413,8 +416,8 @@ public:
       e.floor_ms = res["benchmark"]["floor_ms"].get<double>();
       if (e.time_ms > 0) e.floor_pct = e.floor_ms / e.time_ms * 100.0;
     }
-    if ((req.mode == device_mode::benchmark && wants_user_test(s_, req, e.time_ms) && !tested_.passed(e.code_hash)) ||
-        (req.mode == device_mode::initial && wants_user_test(s_, req, -1))) {
+    if ((req.mode == device_mode::benchmark && wants_user_test(s_, req, e.time_ms, e.code_hash, tested_)) ||
+        (req.mode == device_mode::initial && wants_user_test(s_, req, -1, "", tested_))) {
       if (!run_user_test(s_, env_, req.code, dir, e)) {
         e.benchmarked = false;
         e.verified = req.mode != device_mode::initial && e.verified;
