@@ -28,6 +28,7 @@ import subprocess
 import sys
 import time
 
+import compare as fastcmp
 import harness_core as core
 
 HARNESS = os.path.dirname(os.path.abspath(__file__))
@@ -485,6 +486,10 @@ class Judge:
                       for g in range(self.samples + 1)]
         self.flush_bytes = (256 << 20) if self.gpu else (32 << 20)
         self.spare = self.spawn()
+        for r in ref_outs:
+            if fastcmp.fused_applies(r, r):
+                fastcmp.stats(r, r, 0.0, 0.0)  # compiles the comparison now, while the spare worker starts
+                break
         self.calibrate(calib_repeat)
         return dict(self.problem.describe(), calibration_ms_per_call=self.calib["per_call_ms"],
                     trials=len(self.sets), output_bytes=self.output_bytes)
@@ -688,27 +693,8 @@ class Judge:
         return out, err
 
     def compare(self, got, ref, rtol, atol, max_bad_frac=0.0):
-        torch = core.torch_module()
-        o, e = got.float(), ref.float()
-        bad = ~torch.isfinite(o) & torch.isfinite(e)
-        if bad.any():
-            n = int(bad.sum().item())
-            return (f"output contains {n} NaN/Inf element(s) of {o.numel()} where the reference is finite "
-                    f"(unwritten output elements are NaN-poisoned)")
-        # A constant output (zeros, say) where the reference spreads over several tolerance bands can
-        # not be right, however loose the tolerance. Within a band it can: a bf16 sum over a million
-        # terms rounds most rows to the same value.
-        band = atol + rtol * float(e.abs().max()) if e.numel() else 0.0
-        if o.numel() > 1 and bool((o == o.flatten()[0]).all()) and float(e.max() - e.min()) > 4 * band:
-            return f"output is constant ({float(o.flatten()[0])}) where the reference is not"
-        diff = (o - e).abs()
-        max_diff = float(diff.max().item()) if diff.numel() else 0.0
-        if not torch.allclose(o, e, rtol=rtol, atol=atol, equal_nan=True):
-            n = int((diff > atol + rtol * e.abs()).sum().item())
-            if n <= max_bad_frac * o.numel():
-                return None
-            return f"FAIL: max difference = {max_diff} ({n} of {o.numel()} elements outside rtol={rtol}, atol={atol})"
-        return None
+        """One pass over the output and its reference (harness/compare.py: a fused Triton kernel on a GPU)."""
+        return fastcmp.compare(got, ref, rtol, atol, max_bad_frac)
 
     def check_group(self, w, group, ref, rtol, atol, max_bad_frac=0.0):
         refs = list(ref) if self.multi else [ref]

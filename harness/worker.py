@@ -508,6 +508,32 @@ class Channel:
         return json.loads(line)
 
 
+def profiled(what, fn, req):
+    """fn(req), under cProfile when KAGENT_WORKER_PROFILE names a directory (a diagnostic for the
+    device: where a candidate's first call spends its time). Its first use per worker is kept."""
+    where = os.environ.get("KAGENT_WORKER_PROFILE")
+    if not where or what in _PROFILED:
+        return fn(req)
+    _PROFILED.add(what)
+    import cProfile
+    import io
+    import pstats
+    prof = cProfile.Profile()
+    t0 = time.perf_counter()
+    try:
+        return prof.runcall(fn, req)
+    finally:
+        wall = time.perf_counter() - t0
+        buf = io.StringIO()
+        pstats.Stats(prof, stream=buf).sort_stats("cumulative").print_stats(45)
+        with contextlib.suppress(OSError):
+            with open(os.path.join(where, f"worker_{os.getpid()}_{what}.txt"), "w", encoding="utf-8") as f:
+                f.write(f"{what}: {wall:.4f} s wall\n{buf.getvalue()}")
+
+
+_PROFILED = set()
+
+
 def serve(fd, scratch):
     """One candidate's protocol loop on `fd`; returns the exit status."""
     channel = Channel(fd)
@@ -525,9 +551,9 @@ def serve(fd, scratch):
             if op == "prepare":
                 reply = worker.op_prepare(req)
             elif op == "load":
-                reply = worker.op_load(req)
+                reply = profiled("load", worker.op_load, req)
             elif op == "verify":
-                reply = worker.op_verify(req)
+                reply = profiled("verify", worker.op_verify, req)
             elif op == "time":
                 reply = worker.op_time(req, channel)
             elif op == "calibrate":
