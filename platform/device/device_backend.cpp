@@ -143,6 +143,17 @@ public:
   }
 };
 
+// The cpu verifier's processes (evaluator, candidates, the user's test.py) run Triton's interpreter
+// and must not see a GPU the machine happens to have: a test.py that picks CUDA when it is available
+// would interpret the full problem on device tensors (on an H200 host, the matvec example's test.py
+// ran past its 300 s timeout).
+void cpu_only(env_map& env) {
+  env["TRITON_INTERPRET"] = "1";
+  env["CUDA_VISIBLE_DEVICES"] = "";
+  env["HIP_VISIBLE_DEVICES"] = "";
+  env.erase("ROCR_VISIBLE_DEVICES");
+}
+
 class harness_backend final : public device_backend {
 public:
   explicit harness_backend(const device_settings& settings) : s_(settings) {
@@ -152,7 +163,7 @@ public:
     o.script = s.install_root + "/harness/evaluator.py";
     o.env = s.vendor.empty() ? s.child_env : pin_environment(s.child_env, s.vendor, s.device_id);
     const bool cpu = s.verifier == "cpu";
-    if (cpu) o.env["TRITON_INTERPRET"] = "1";
+    if (cpu) cpu_only(o.env);
     keep_in_run_dir(o.env, s);
     o.log_dir = (fs::path(s.run_path) / "workers" / fmt::format("gpu{}", s.device_id)).string();
     fs::create_directories(o.log_dir);
@@ -338,7 +349,7 @@ public:
     const auto& s = s_;
     env_ = s.vendor.empty() ? s.child_env : pin_environment(s.child_env, s.vendor, s.device_id);
     cpu_ = s.verifier == "cpu";
-    if (cpu_) env_["TRITON_INTERPRET"] = "1";
+    if (cpu_) cpu_only(env_);
     keep_in_run_dir(env_, s);
   }
 

@@ -147,6 +147,35 @@ TEST_P(DeviceBackendCpu, UserTestSkipsACandidateThatTheRecordedBestAlreadyBeats)
   EXPECT_EQ(runs(), 2) << "test.py ran for a candidate slower than the recorded best";
 }
 
+// The cpu platform never lends its processes a GPU the machine has: the examples' test.py (and users'
+// own) pick CUDA when torch sees it, and would then interpret the full problem on device tensors.
+TEST_P(DeviceBackendCpu, TheUsersTestSeesNoGpuOnTheCpuPlatform) {
+  scratch s;
+  const auto test_py = s.dir / "test.py";
+  std::ofstream(test_py) << "import os, sys\n"
+                            "seen = {k: os.environ.get(k) for k in ('CUDA_VISIBLE_DEVICES', 'HIP_VISIBLE_DEVICES',"
+                            " 'ROCR_VISIBLE_DEVICES', 'TRITON_INTERPRET')}\n"
+                            "print(seen)\n"
+                            "ok = seen == {'CUDA_VISIBLE_DEVICES': '', 'HIP_VISIBLE_DEVICES': '',"
+                            " 'ROCR_VISIBLE_DEVICES': None, 'TRITON_INTERPRET': '1'}\n"
+                            "print('PASS' if ok else 'FAIL: a GPU is visible')\n"
+                            "sys.exit(0 if ok else 1)\n";
+  auto settings = cpu_settings(s, GetParam());
+  settings.user_test = "best";
+  settings.test_path = test_py.string();
+  // As on a GPU host: the parent environment offers devices.
+  settings.child_env["CUDA_VISIBLE_DEVICES"] = "0";
+  settings.child_env["HIP_VISIBLE_DEVICES"] = "0";
+  settings.child_env["ROCR_VISIBLE_DEVICES"] = "0";
+  auto backend = make_device_backend(settings);
+  const auto work = (s.dir / "c0").string();
+  fs::create_directories(work);
+  auto init = backend->run({"initial", slurp(kMatvec / "input.py"), device_mode::initial, work});
+  EXPECT_TRUE(init.verified) << init.error << "\n" << init.stderr_tail;
+  EXPECT_TRUE(init.user_tested) << init.error;
+  EXPECT_EQ(init.error.find("a GPU is visible"), std::string::npos) << init.error;
+}
+
 INSTANTIATE_TEST_SUITE_P(Isolation, DeviceBackendCpu, ::testing::Values("warm", "process"));
 
 TEST(DeviceBackendNoop, PassesAndAnswersOneMillisecond) {
