@@ -113,12 +113,13 @@ def normalize_ptx(ptx):
             continue
         lines.append(line)
     body = "\n".join(lines)
-    regs, labels = {}, {}
+    regs, labels, per_class = {}, {}, {}
 
     def reg(m):
         key = (m.group(1), m.group(2))
-        if key not in regs:
-            regs[key] = sum(1 for k in regs if k[0] == m.group(1))
+        if key not in regs:  # numbered in order of first use, per register class
+            regs[key] = per_class.get(key[0], 0)
+            per_class[key[0]] = regs[key] + 1
         return f"%{m.group(1)}{regs[key]}"
 
     def label(m):
