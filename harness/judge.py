@@ -449,6 +449,8 @@ class Judge:
         self.zygote = None
         self.gpu = False
         self.launchers = None
+        self.lean = False            # True: no spare is prepared while a candidate holds the device memory
+        self.memory = {}
         self.timeouts = {"start": 300.0, "verify": 300.0, "benchmark": 300.0}
         become_subreaper()
 
@@ -485,14 +487,44 @@ class Judge:
         self.slots = [[Slot(r, self.scratch_root, g * len(ref_outs) + k, self.gpu) for k, r in enumerate(ref_outs)]
                       for g in range(self.samples + 1)]
         self.flush_bytes = (256 << 20) if self.gpu else (32 << 20)
+        free_before = self.free_device_bytes()
         self.spare = self.spawn()
         for r in ref_outs:
             if fastcmp.fused_applies(r, r):
                 fastcmp.stats(r, r, 0.0, 0.0)  # compiles the comparison now, while the spare worker starts
                 break
         self.calibrate(calib_repeat)
+        self.choose_memory_mode(free_before)
         return dict(self.problem.describe(), calibration_ms_per_call=self.calib["per_call_ms"],
-                    trials=len(self.sets), output_bytes=self.output_bytes)
+                    trials=len(self.sets), output_bytes=self.output_bytes, memory=self.memory)
+
+    def free_device_bytes(self):
+        torch = core.torch_module()
+        if not self.gpu:
+            return None
+        torch.cuda.synchronize()
+        return int(torch.cuda.mem_get_info()[0])
+
+    def choose_memory_mode(self, free_before):
+        """Two workers at once (the candidate's and the next one, warming up) need twice a worker's
+        device memory. Where that does not fit beside the judge's own inputs, references and slots
+        (RMSNorm's 3.5 GiB tensors on an 80 GB H100: every candidate ran out of memory), the judge
+        goes lean: the next worker is prepared only once the current candidate is done (between
+        requests, so usually while the LLM writes the next candidate). KAGENT_JUDGE_LEAN=1/0 forces it."""
+        forced = os.environ.get("KAGENT_JUDGE_LEAN")
+        free_now = self.free_device_bytes()
+        worker = (free_before - free_now) if free_before is not None and free_now is not None else None
+        need = None
+        if worker is not None:
+            # A second worker, the running candidate's outputs and temporaries, and 2 GiB of slack.
+            need = worker + 4 * self.output_bytes + (2 << 30)
+        if forced in ("0", "1"):
+            self.lean = forced == "1"
+        else:
+            self.lean = need is not None and free_now < need
+        self.memory = {"lean": self.lean, "worker_bytes": worker, "free_bytes": free_now, "needed_for_two": need,
+                       "forced": forced in ("0", "1")}
+        trace("memory", self.memory)
 
     def shared_launchers(self):
         """The launcher cache shared by this judge's workers (launchers.py): only on NVIDIA under bwrap,
@@ -601,7 +633,8 @@ class Judge:
                 if attempt == 1:
                     raise WorkerGone(f"a candidate process could not be prepared: {exc}\n{err[-1500:]}",
                                      "harness") from None
-        self.spare = self.spawn()
+        if not self.lean:
+            self.spare = self.spawn()
         return w
 
     def census(self):
@@ -663,7 +696,10 @@ class Judge:
             self.zygote = None
 
     def idle(self):
-        """Between requests: let the spare warm up (it is paused while anything is timed)."""
+        """Between requests: let the spare warm up (it is paused while anything is timed). Lean: start
+        it now, once no candidate holds device memory."""
+        if self.lean and self.spare is None and self.current is None and self.problem is not None:
+            self.spare = self.spawn()
         if self.spare is not None:
             self.spare.resume()
 

@@ -15,9 +15,9 @@ RUN_ONCE = os.path.join(support.HARNESS, "run_once.py")
 
 
 class ServerProcess:
-    def __init__(self, log_dir):
+    def __init__(self, log_dir, extra_env=None):
         ours, theirs = socket.socketpair()
-        env = dict(os.environ, TRITON_INTERPRET="1")
+        env = dict(os.environ, TRITON_INTERPRET="1", **(extra_env or {}))
         self.proc = subprocess.Popen([sys.executable, EVALUATOR, "--fd", str(theirs.fileno()), "--log-dir", log_dir],
                                      pass_fds=[theirs.fileno()], env=env, stdout=subprocess.DEVNULL,
                                      stderr=subprocess.PIPE, start_new_session=True)

@@ -111,6 +111,36 @@ class Trusted(unittest.TestCase):
         self.assertEqual(strict["result"]["rtol"], 0.0)
 
 
+class Lean(unittest.TestCase):
+    """Where two workers do not fit in device memory the judge prepares the next worker only between
+    requests (forced here with KAGENT_JUDGE_LEAN=1: the CPU platform has no device memory to measure).
+    The defences hold the same: a cheat is rejected and leaves nothing behind for the next candidate."""
+
+    def test_lean_judge_keeps_every_defence(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            server = ServerProcess(tmp, {"KAGENT_JUDGE_LEAN": "1"})
+            try:
+                reply = server.request(op="load_problem", problem=support.MATVEC, device="cpu", size="small",
+                                       trials=3, samples=3, calibrate_repeat=8)
+                self.assertTrue(reply["ok"], reply)
+                self.assertTrue(reply["result"]["memory"]["lean"])
+                start = support.read(START)
+                verdict, first = evaluate(server, start)
+                self.assertEqual(verdict, "verified", first.get("error"))
+                for cheat, expected in (("poison_next.py", None), ("cache_by_address.py", "integrity"),
+                                        ("zeros.py", "mismatch")):
+                    with open(os.path.join(CHEATS, cheat), encoding="utf-8") as f:
+                        verdict, r = evaluate(server, f.read())
+                    self.assertNotEqual(verdict, "verified", (cheat, r))
+                    if expected:
+                        self.assertEqual(verdict, expected, (cheat, r.get("error")))
+                verdict, again = evaluate(server, start + "\n# after the cheats\n")
+                self.assertEqual(verdict, "verified", again.get("error"))
+            finally:
+                server.request(op="shutdown")
+                server.close()
+
+
 class Floor(unittest.TestCase):
     def test_a_time_below_the_hardware_floor_is_rejected_and_the_fraction_reported(self):
         tmp = tempfile.TemporaryDirectory()
