@@ -127,13 +127,13 @@ class Lean(unittest.TestCase):
                 start = support.read(START)
                 verdict, first = evaluate(server, start)
                 self.assertEqual(verdict, "verified", first.get("error"))
-                for cheat, expected in (("poison_next.py", None), ("cache_by_address.py", "integrity"),
-                                        ("zeros.py", "mismatch")):
-                    with open(os.path.join(CHEATS, cheat), encoding="utf-8") as f:
-                        verdict, r = evaluate(server, f.read())
-                    self.assertNotEqual(verdict, "verified", (cheat, r))
-                    if expected:
-                        self.assertEqual(verdict, expected, (cheat, r.get("error")))
+                # poison_next computes honestly and patches what it can for whoever comes next.
+                with open(os.path.join(CHEATS, "poison_next.py"), encoding="utf-8") as f:
+                    evaluate(server, f.read())
+                for cheat in ("cache_by_address.py", "zeros.py"):
+                    path = os.path.join(CHEATS, cheat)
+                    verdict, r = evaluate(server, support.read(path))
+                    self.assertEqual(verdict, expectation(path), (cheat, r.get("error")))
                 verdict, again = evaluate(server, start + "\n# after the cheats\n")
                 self.assertEqual(verdict, "verified", again.get("error"))
             finally:
