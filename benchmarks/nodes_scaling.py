@@ -2,8 +2,8 @@
 """Candidates per minute across devices and nodes (issue 16), measured side by side in one session:
 the same search (matvec, cpu platform, matched replay replies delayed by KAGENT_REPLAY_DELAY_S) on
 1, 2 and 4 devices of one node, and on 2 nodes of 2 devices each (`kagent-actors serve` processes on
-loopback, the manager using no device of its own). Two pipelines per device (num_workers = 2 x
-devices), so every device has a candidate waiting while another one waits for the LLM.
+loopback, the manager using no device of its own). --per-device pipelines per device (num_workers =
+that x devices; default 2), so every device has a candidate waiting while another one waits for the LLM.
 
 Scaling efficiency = throughput at N devices / (N x throughput at 1). On the cpu platform a device
 is a Python evaluator running Triton's interpreter, so N devices need N cores: read the result
@@ -93,7 +93,7 @@ def compare(a, base, env):
         if i % 2:
             order.reverse()
         for tag, binary in order:
-            cfg = config(base, n, 2 * n, a.rounds, a.samples, schedule=a.schedule)
+            cfg = config(base, n, a.per_device * n, a.rounds, a.samples, schedule=a.schedule)
             res[(tag, n)] = run(binary, base, f"{tag}-{n}dev", cfg, env)
             print(json.dumps(res[(tag, n)]), flush=True)
     print("\n| devices | candidates/min, this build | other build | efficiency, this | other |")
@@ -114,6 +114,7 @@ def main():
     ap.add_argument("--samples", type=int, default=2, help="samples_per_prompt: more candidates per round")
     ap.add_argument("--schedule", default="rounds", choices=["rounds", "async"],
                     help="strategy_config.schedule (async keeps every device fed across the round barrier)")
+    ap.add_argument("--per-device", type=int, default=2, help="candidate pipelines per device (num_workers)")
     ap.add_argument("--sizes", type=int, nargs="+", default=[1, 4, 2], help="devices on one node, in this order")
     ap.add_argument("--compare", metavar="BINARY", help="another build: one node only, each size run with "
                     "both binaries back to back, and the two efficiencies side by side")
@@ -123,17 +124,17 @@ def main():
     if a.compare:
         return compare(a, base, env)
     print(f"machine: {os.cpu_count()} cores; LLM delay {a.delay} s per reply; matvec, beam 2x2, "
-          f"{a.samples} samples, {a.rounds} rounds, {a.schedule} schedule; two pipelines per device")
+          f"{a.samples} samples, {a.rounds} rounds, {a.schedule} schedule; {a.per_device} pipelines per device")
     results = []
     # 1 and 4 devices first: the efficiency at 4 is the figure that matters if time runs out.
     sizes = tuple(a.sizes)
     for n in sizes:
-        results.append(run(a.binary, base, f"1 node, {n} device(s)", config(base, n, 2 * n, a.rounds, a.samples, schedule=a.schedule), env))
+        results.append(run(a.binary, base, f"1 node, {n} device(s)", config(base, n, a.per_device * n, a.rounds, a.samples, schedule=a.schedule), env))
         print(json.dumps(results[-1]), flush=True)
-    node_cfg = config(base, 2, 4, a.rounds, a.samples, schedule=a.schedule)
+    node_cfg = config(base, 2, 2 * a.per_device, a.rounds, a.samples, schedule=a.schedule)
     nodes = [start_node(a.binary, base, name, node_cfg, env) for name in ("nodeA", "nodeB")]
     try:
-        run_cfg = config(base, 4, 8, a.rounds, a.samples, gpu_ids=False, schedule=a.schedule)
+        run_cfg = config(base, 4, 4 * a.per_device, a.rounds, a.samples, gpu_ids=False, schedule=a.schedule)
         results.append(run(a.binary, base, "2 nodes x 2 devices", run_cfg, env,
                            ["--no-local-devices", "--node", nodes[0][1], "--node", nodes[1][1]]))
         print(json.dumps(results[-1]), flush=True)
