@@ -21,6 +21,15 @@ T0=$(date +%s)
     --samples ${SAMPLES:-20} --per-device 3 --schedule async --sizes 1 4 2 > $out/scaling/out.txt 2>&1
   echo "rc=$? at $(( $(date +%s)-T0 ))" >> $out/scaling/out.txt ) &
 sp=$!
+if [ "${PROBE:-1}" = 1 ]; then
+  # Where one ncu process's fixed cost goes (probe_ncu_fixed.py), on the replay set's first kernel.
+  mkdir -p $out/probe
+  timeout 150 python3 benchmarks/h200/probe_ncu_fixed.py --kernel-dir examples/optimize_01_matvec --kernel benchmarks/h200/replay_matvec/optimize_001.md \
+    --name matvec_splitk_kernel --out $out/probe/out --reps 2 > $out/probe/out.txt 2>&1
+  echo "rc=$? at $(( $(date +%s)-T0 ))" >> $out/probe/out.txt
+  rm -rf $out/probe/out/cache_* $out/probe/out/warm_cache
+  pack
+fi
 RUN_LIMIT_S=${BUSY_S:-380} bash benchmarks/h200/run_trusted.sh $out/busy busy_wide > $out/busy/sh.txt 2>&1
 echo "busy done at $(( $(date +%s)-T0 ))" > $out/times.txt
 rm -f $out/busy/program_busy_wide.db

@@ -6,7 +6,7 @@ time, with and without ncu, with a fresh Triton cache (what a run's profile has:
 and a warm one, and with ncu's --target-processes application-only (SPEC's command says all: Triton's
 compiler children, ptxas and gcc, are then injected too).
 
-    probe_ncu_fixed.py --kernel-dir examples/optimize_01_matvec --kernel K.py --name matvec_kernel --out OUT [--reps 2]
+    probe_ncu_fixed.py --kernel-dir examples/optimize_01_matvec --kernel K.py|REPLY.md --name matvec_kernel --out OUT [--reps 2]
 """
 import argparse
 import json
@@ -52,7 +52,13 @@ def main():
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
     problem = os.path.join(os.path.abspath(a.kernel_dir), "problem.py")
-    app = [sys.executable, WRAPPER, "--problem", problem, "--kernel", os.path.abspath(a.kernel)]
+    kernel = os.path.abspath(a.kernel)
+    if kernel.endswith(".md"):  # a replay reply: its python code block is the kernel
+        code = re.search(r"```python\n(.*?)```", open(kernel).read(), re.S).group(1)
+        kernel = os.path.join(a.out, "kernel.py")
+        with open(kernel, "w") as f:
+            f.write(code)
+    app = [sys.executable, WRAPPER, "--problem", problem, "--kernel", kernel]
     filt = ["--kernel-name", a.name] if a.name else []
     warm = os.path.join(a.out, "warm_cache")
     rows = []
