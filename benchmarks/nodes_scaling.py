@@ -32,6 +32,8 @@ def config(base, devices, workers, rounds, samples, gpu_ids=True, schedule="roun
     text = (ROOT / "configs" / "cpu.yaml").read_text()
     text = text.replace("num_workers: 2", f"num_workers: {workers}")
     text = text.replace("max_rounds: 3", f"max_rounds: {rounds}")
+    # Every pipeline may wait on the LLM at once (a fixed num_workers keeps llm.max_concurrency's default of 4).
+    text = text.replace("  provider: replay", f"  provider: replay\n  max_concurrency: {workers}")
     text = text.replace("  num_bottlenecks: 2", f"  num_bottlenecks: 2\n  samples_per_prompt: {samples}\n  schedule: {schedule}")
     if gpu_ids:
         text += "gpu_ids: [" + ", ".join(str(i) for i in range(devices)) + "]\n"
