@@ -71,6 +71,10 @@ def main():
             ("ncu (a run's command), fresh cache", base(a.ncu, log("ncu_fresh")) + filt + app, fresh()),
             ("ncu, warm cache", base(a.ncu, log("ncu_warm")) + filt + app, warm),
             ("ncu application-only, fresh cache", base(a.ncu, log("ncu_app"), "application-only") + filt + app, fresh()),
+            # What a profiler process started before its kernels are known would need: no name filter,
+            # only the launches inside the wrapper's NVTX range of the measured call.
+            ("ncu nvtx-include, fresh cache", base(a.ncu, log("ncu_nvtx")) + ["--nvtx", "--nvtx-include",
+                                                                            "kagent_measured/"] + app, fresh()),
             ("ncu, warm cache, 1 metric", base(a.ncu, log("ncu_1m"), metrics=["gpu__time_duration.sum"]) + filt + app, warm),
         ]
         for name, argv, cache in plan:
