@@ -288,6 +288,7 @@ void candidate_state::on_profile(const profile_result& pr) {
 // reflexion built from the attempt's own numbers, and never fails the verified candidate.
 void candidate_state::reflect() {
   keep_attempt();
+  report_measured();
   const auto prompt_text = render_reflexion_prompt(attempt_, ctx_->cfg.templates, ctx_->install_root);
   const auto n = llm_calls_ + 1;
   write(fmt::format("{}_reflexion_prompt.txt", n), prompt_text);
@@ -303,6 +304,17 @@ void candidate_state::reflect() {
             keep_reflexion(parse_reflexion_reply("", attempt_));
             succeed();
           });
+}
+
+// The candidate is measured and its outcome can no longer change (a failed or unparsable reflexion
+// never fails it): the manager records it now, so that a new best is published and expanded while
+// the reflexion (20-120 s with a real LLM) runs. The reflexion follows in the candidate_result.
+void candidate_state::report_measured() {
+  candidate_measured m{result_};
+  m.result.ok = true;
+  if (m.result.code.empty()) m.result.code = code_;
+  m.result.reflexion.clear();
+  self_->send(worker_, std::move(m));
 }
 
 void candidate_state::succeed() {

@@ -1,8 +1,9 @@
 #pragma once
 // One in-flight candidate pipeline (SPEC §1.3, one round), a stateful actor whose steps are the
 // methods below: the direction from the parent's cached analysis -> optimization prompt -> LLM ->
-// code -> verify (refine on failure) -> benchmark -> dedup -> SOL profile (policy) -> reflexion ->
-// its candidate_result to the gpu worker. The worker owns its deadline and kills it when it expires.
+// code -> verify (refine on failure) -> benchmark -> dedup -> SOL profile (policy) -> candidate_measured
+// (the manager records it now) -> reflexion -> its candidate_result to the gpu worker. The worker owns
+// its deadline and kills it when it expires.
 #include <caf/all.hpp>
 
 #include <string>
@@ -43,6 +44,7 @@ private:
   void profile_sol();
   void on_profile(const profile_result& pr);
   void reflect();
+  void report_measured();
   void succeed();
   void fail(failure_kind cause, const std::string& error);
   void end();

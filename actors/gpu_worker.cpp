@@ -71,6 +71,11 @@ caf::behavior gpu_worker_state::start(caf::stateful_actor<gpu_worker_state>* sel
         if (mode == analysis_mode::synthetic) go_synthetic("requested by the run");
       },
       [this](const candidate_result& r) { on_candidate_result(r); },
+      // From one of our candidates, measured and about to reflect: the manager records it now. Not
+      // once its deadline has ended it (the manager has its timeout result then).
+      [this](const candidate_measured& m) {
+        if (handles_.count(m.result.candidate_id)) self_->send(manager_, m);
+      },
   };
 }
 

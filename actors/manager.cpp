@@ -91,6 +91,7 @@ caf::behavior manager_state::start(caf::stateful_actor<manager_state>* self, con
       [this](interrupt_atom, int sig) { return interrupt(sig); },
       [this](const profiling_failed& pf) { on_profiling_failed(pf); },
       [this](const dedup_query& q) { return on_dedup(q); },
+      [this](const candidate_measured& m) { on_measured(m); },
       [this](best_atom) { return best_ms_now(); },
       [this](const store::llm_call_record& c) {
         // Usage of one LLM call (after its retries), from the llm_client.
@@ -452,7 +453,7 @@ void manager_state::dispatch(candidate_spec spec) {
   // lowers the bar, so nothing that can become the best skips the test).
   spec.best_ms = best_ms_now();
   if (auto it = analysis_.find(spec.parent_id); it != analysis_.end()) spec.baseline = it->second;
-  inflight_[spec.id] = {static_cast<int>(k), spec};
+  inflight_[spec.id] = {static_cast<int>(k), spec, std::nullopt};
   store::program_update u;
   u.worker = static_cast<int>(k);
   u.gpu_id = w.device_id;
@@ -487,6 +488,23 @@ double manager_state::best_ms_now() const {
 
 // ---- results ---------------------------------------------------------------------------------------
 
+// A candidate is measured and about to reflect: recorded now, exactly as its result would be, while
+// its pipeline keeps its slot until the reflexion comes back (on_result).
+void manager_state::on_measured(const candidate_measured& m) {
+  if (interrupted_by_ != 0) return;  // stays pending: --resume runs it again
+  auto it = inflight_.find(m.result.candidate_id);
+  if (it == inflight_.end() || it->second.measured) return;  // already ended, or already recorded
+  it->second.measured = m.result;
+  const candidate_spec spec = it->second.spec;
+  const auto& w = workers_[static_cast<size_t>(it->second.worker)];
+  device_s_ += m.result.device_s;
+  llm_s_ += m.result.llm_s;
+  save_session();
+  record(m.result, spec, w, true);
+}
+
+// The end of a pipeline: its slot is free. A candidate recorded before its reflexion only gets the
+// reflexion attached (none when it timed out or was lost in the meantime); any other is recorded now.
 void manager_state::on_result(const candidate_result& res) {
   if (interrupted_by_ != 0) return;  // stays pending: --resume runs it again
   auto it = inflight_.find(res.candidate_id);
@@ -494,33 +512,80 @@ void manager_state::on_result(const candidate_result& res) {
   auto& w = workers_[static_cast<size_t>(it->second.worker)];
   --w.inflight;
   const candidate_spec spec = it->second.spec;
+  const auto measured = std::move(it->second.measured);
   inflight_.erase(it);
+  if (measured) {
+    close_recorded(res, *measured, spec, w);
+    return after_pipeline();
+  }
   device_s_ += res.device_s;
   llm_s_ += res.llm_s;
   save_session();
-  if (meter_) {
-    // test.py runs only for would-be bests (most of the first candidates, few later): sizing the
-    // pipelines by them starved the device on the H200 (4 pipelines for 20 s LLM replies).
-    meter_->record(res.llm_s, res.device_s - res.user_test_s);
-    if (const int n = meter_->next(slots_); n != slots_) {
-      slots_ = n;
-      emit(event_kind::concurrency, {{"num_workers", n}, {"reason", meter_->reason()}});
-    }
-  }
-  // The search's rules decide: duplicate, new best, divergence, and whether the strategy sees it.
+  size_pipelines(res.llm_s, res.device_s - res.user_test_s);
+  record(res, spec, w, false);
+}
+
+// What a result decides: the search's rules (duplicate, new best, divergence, whether the strategy
+// sees it), program.db, the events, and what runs next.
+void manager_state::record(const candidate_result& res, const candidate_spec& spec, const worker_slot& w,
+                           bool reflexion_pending) {
   const auto j = ledger_->record({res.candidate_id, res.ok, res.time_ms, res.code, res.code_hash,
                                   res.failure_cause, res.error});
   if (j.new_best) publish_best();
   commit_result(res, spec, w, j);
   if (j.new_best) roofline_stop(res.profile, res.candidate_id);
-  emit_result(res, spec, w, j);
+  emit_result(res, spec, w, j, reflexion_pending);
   if (finished_) return;
+  if (ending_) return finish(ending_->success, ending_->error);
   if (ledger_->async()) {
     if (j.fed) db_->set_state(store::state_key::strategy_state, ledger_->strategy_state().dump());
     return refill();
   }
   if (ledger_->round_done()) return end_round();
   pump();
+}
+
+// A recorded candidate's pipeline ended: its reflexion joins program.db's history, its remaining
+// time (the reflexion's LLM wait) is counted, and `candidate_end` says the slot is free.
+void manager_state::close_recorded(const candidate_result& res, const candidate_result& measured,
+                                   const candidate_spec& spec, const worker_slot& w) {
+  const double more_device_s = std::max(0.0, res.device_s - measured.device_s);
+  const double more_llm_s = std::max(0.0, res.llm_s - measured.llm_s);
+  device_s_ += more_device_s;
+  llm_s_ += more_llm_s;
+  save_session();
+  size_pipelines(measured.llm_s + more_llm_s,
+                 measured.device_s + more_device_s - std::max(res.user_test_s, measured.user_test_s));
+  for (auto r : res.reflexion) {
+    r.program_id = res.candidate_id;
+    r.worker_id = spec.worker_id;
+    r.round_num = spec.round;
+    db_->insert_reflexion(r);
+  }
+  // A result of its own is ok (a reflexion never fails a candidate); one made for it says why it ended.
+  emit(event_kind::candidate_end, {{"candidate_id", res.candidate_id}, {"round", spec.round}, {"gpu_id", w.device_id},
+                                   {"reflexion", !res.reflexion.empty()}, {"device_s", more_device_s},
+                                   {"llm_s", more_llm_s}, {"error", res.ok ? "" : res.error.substr(0, 500)}});
+}
+
+// A slot is free: the next candidate goes out, or the run ends when it was waiting for this one.
+void manager_state::after_pipeline() {
+  if (finished_) return;
+  if (ending_) return finish(ending_->success, ending_->error);
+  pump();
+}
+
+// num_workers: auto sizes the pipelines from a whole pipeline's LLM and device time.
+void manager_state::size_pipelines(double llm_s, double device_s) {
+  if (!meter_) return;
+  // test.py runs only for would-be bests (most of the first candidates, few later): sizing the
+  // pipelines by them starved the device on the H200 (4 pipelines for 20 s LLM replies), so the
+  // caller leaves it out of device_s.
+  meter_->record(llm_s, device_s);
+  if (const int n = meter_->next(slots_); n != slots_) {
+    slots_ = n;
+    emit(event_kind::concurrency, {{"num_workers", n}, {"reason", meter_->reason()}});
+  }
 }
 
 void manager_state::commit_result(const candidate_result& res, const candidate_spec& spec, const worker_slot& w,
@@ -567,7 +632,7 @@ void manager_state::commit_result(const candidate_result& res, const candidate_s
 }
 
 void manager_state::emit_result(const candidate_result& res, const candidate_spec& spec, const worker_slot& w,
-                                const search::judgement& j) {
+                                const search::judgement& j, bool reflexion_pending) {
   if (j.diverged)
     emit(event_kind::note, {{"what", "diverged"}, {"candidate_id", res.candidate_id}, {"time_ms", res.time_ms},
                   {"parent_time_ms", spec.parent_time_ms}, {"divergence_threshold", ctx_->cfg.divergence_threshold}});
@@ -577,7 +642,7 @@ void manager_state::emit_result(const candidate_result& res, const candidate_spe
         {"failure_cause", j.ok ? "" : to_string(j.failure_cause.value_or(failure_kind::unknown))}, {"error", j.ok ? "" : j.error.substr(0, 500)},
         {"best_ms", num_or_null(j.best_ms)}, {"new_best", j.new_best}, {"device_s", res.device_s},
         {"user_test_s", res.user_test_s},
-        {"llm_s", res.llm_s}, {"diverged", j.diverged},
+        {"llm_s", res.llm_s}, {"diverged", j.diverged}, {"reflexion_pending", reflexion_pending},
         {"spread_pct", j.ok && is_measured(res.time_spread_pct) ? nlohmann::json(res.time_spread_pct)
                                                                 : nlohmann::json(nullptr)}});
 }
@@ -655,21 +720,30 @@ void manager_state::on_worker_down(const caf::down_msg& dm) {
 
 // A node's device is gone with its node (killed, or silent past the link's timeout): it is not
 // respawned; its in-flight candidates go back to the queue for the devices that are left (they keep
-// their ids and plans), or fail with cause node_down when none is left.
+// their ids and plans), or fail with cause node_down when none is left. A candidate recorded before
+// its reflexion stays as recorded: only its reflexion is lost with the node.
 void manager_state::on_node_lost(size_t k, const caf::error& reason) {
   auto& w = workers_[k];
   w.lost = true;
   const auto label = label_of(w.device_id);
   std::vector<candidate_spec> again;
+  std::vector<inflight_candidate> recorded;
   for (auto it = inflight_.begin(); it != inflight_.end();) {
     if (it->second.worker != static_cast<int>(k)) {
       ++it;
       continue;
     }
-    again.push_back(it->second.spec);
+    if (it->second.measured)
+      recorded.push_back(std::move(it->second));
+    else
+      again.push_back(it->second.spec);
     it = inflight_.erase(it);
   }
   w.inflight = 0;
+  for (const auto& c : recorded)
+    close_recorded(ended_without_result(c.spec, w.device_id, failure_kind::node_down,
+                                        label + " was lost (" + to_string(reason) + ") during the reflexion"),
+                   *c.measured, c.spec, w);
   const bool any_left = std::any_of(workers_.begin(), workers_.end(), [](const worker_slot& s) { return !s.lost; });
   emit(event_kind::node_down, {{"device", label}, {"gpu_id", w.device_id}, {"reason", to_string(reason)},
                                {"requeued", any_left ? again.size() : 0}, {"devices_left", std::count_if(
@@ -683,11 +757,14 @@ void manager_state::on_node_lost(size_t k, const caf::error& reason) {
       commit_result(r, spec, w, j);
       emit_result(r, spec, w, j);
     }
-    if (!finished_) finish(false, "every device is gone: the last one was " + label + " (" + to_string(reason) + ")");
+    if (finished_) return;
+    // The search was over and every candidate recorded: the run ends as it would have.
+    if (ending_ && again.empty()) return finish(ending_->success, ending_->error);
+    finish(false, "every device is gone: the last one was " + label + " (" + to_string(reason) + ")");
     return;
   }
   for (auto it = again.rbegin(); it != again.rend(); ++it) queue_.push_front(*it);
-  pump();
+  after_pipeline();
 }
 
 std::string manager_state::label_of(int device_id) const {
@@ -770,7 +847,8 @@ bool manager_state::profile_kernel(const program_entry& k, const std::string& la
                                    std::function<void(const std::optional<kernel_profile>&)> then) {
   const std::string pp = ctx_->cfg.platform.profiler;
   if (ctx_->cfg.profile == "never" || (pp != "nvidia" && pp != "rocm")) return false;
-  auto w = std::find_if(workers_.begin(), workers_.end(), [](const worker_slot& s) { return s.mode != analysis_mode::synthetic; });
+  auto w = std::find_if(workers_.begin(), workers_.end(),
+                        [](const worker_slot& s) { return s.mode != analysis_mode::synthetic && !s.lost; });
   if (w == workers_.end()) return false;
   profile p;
   p.candidate_id = k.id;
@@ -797,20 +875,35 @@ bool manager_state::profile_kernel(const program_entry& k, const std::string& la
   return true;
 }
 
-// The final profile of the best kernel (SPEC §1.3 step 5, §14 A.27): when it has no profile yet (none
-// was taken, or its SOL profile failed), profile it once more before the end.
+// The search plans nothing more. A failed run ends at once; a successful one ends when the pipelines
+// still in flight are done (recorded candidates waiting for their reflexions) and, where the best
+// kernel has no profile yet (none was taken, or its SOL profile failed), its final profile (SPEC §1.3
+// step 5, §14 A.27). That profile starts as soon as every pipeline in flight is recorded, since the
+// best can no longer change then: alongside the last reflexions, not after them. Called again at the
+// end of each pipeline while the run waits.
 void manager_state::finish(bool success, const std::string& error) {
   if (finished_) return;
-  auto best = fastest_verified();
-  const bool wants = success && best && best->id != "initial" && !profiles_.count(best->id) && inflight_.empty() &&
-                     !final_profile_requested_;
-  if (wants) {
+  if (!success) return finish_now(success, error);
+  ending_ = pending_end{success, error};
+  const bool settled = std::all_of(inflight_.begin(), inflight_.end(),
+                                   [](const auto& c) { return c.second.measured.has_value(); });
+  if (settled && !final_profile_requested_) {
     final_profile_requested_ = true;
-    if (profile_kernel(*best, "final", "final profile of the best kernel",
-                       [this, success, error](const std::optional<kernel_profile>&) { finish_now(success, error); }))
-      return;
+    auto best = fastest_verified();
+    if (best && best->id != "initial" && !profiles_.count(best->id) &&
+        profile_kernel(*best, "final", "final profile of the best kernel",
+                       [this](const std::optional<kernel_profile>&) {
+                         final_profile_running_ = false;
+                         end_when_settled();
+                       }))
+      final_profile_running_ = true;
   }
-  finish_now(success, error);
+  end_when_settled();
+}
+
+void manager_state::end_when_settled() {
+  if (finished_ || !ending_ || final_profile_running_ || !inflight_.empty()) return;
+  finish_now(ending_->success, ending_->error);
 }
 
 // What the run was, for summary.json.

@@ -60,6 +60,14 @@ private:
   struct inflight_candidate {
     int worker = 0;
     candidate_spec spec;
+    /// Recorded before its reflexion (candidate_measured): the pipeline holds its slot until the
+    /// candidate_result, which only adds the reflexion.
+    std::optional<candidate_result> measured;
+  };
+  /// The search is over and the run ends once the reflexions in flight and the final profile are done.
+  struct pending_end {
+    bool success = true;
+    std::string error;
   };
 
   // ---- the run's beginning ------------------------------------------------------------------------
@@ -85,11 +93,17 @@ private:
   nlohmann::json device_labels() const;
   void save_device_labels();
   // ---- results ------------------------------------------------------------------------------------
+  void on_measured(const candidate_measured& m);
   void on_result(const candidate_result& res);
+  void record(const candidate_result& res, const candidate_spec& spec, const worker_slot& w, bool reflexion_pending);
+  void close_recorded(const candidate_result& res, const candidate_result& measured, const candidate_spec& spec,
+                      const worker_slot& w);
+  void after_pipeline();
+  void size_pipelines(double llm_s, double device_s);
   void commit_result(const candidate_result& res, const candidate_spec& spec, const worker_slot& w,
                      const search::judgement& j);
   void emit_result(const candidate_result& res, const candidate_spec& spec, const worker_slot& w,
-                   const search::judgement& j);
+                   const search::judgement& j, bool reflexion_pending = false);
   void roofline_stop(const std::optional<kernel_profile>& prof, const std::string& id);
   void keep_profile(const std::string& id, const kernel_profile& prof);
   dedup_answer on_dedup(const dedup_query& q);
@@ -106,6 +120,7 @@ private:
   bool profile_kernel(const program_entry& k, const std::string& label, const std::string& why,
                       std::function<void(const std::optional<kernel_profile>&)> then);
   void finish(bool success, const std::string& error);
+  void end_when_settled();
   void finish_now(bool success, const std::string& error);
   search::run_identity identity() const;
   search::summary_facts facts(bool success, const std::string& error) const;
@@ -147,6 +162,8 @@ private:
   bool resumed_ = false;
   bool stop_requested_ = false;
   bool final_profile_requested_ = false;
+  bool final_profile_running_ = false;
+  std::optional<pending_end> ending_;  ///< finish() was called; the run waits for what is still in flight
   std::string stop_reason_;
   int profiling_failures_ = 0;
   nlohmann::json mode_changes_ = nlohmann::json::array();

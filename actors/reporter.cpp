@@ -26,7 +26,7 @@ constexpr auto redraw_interval = std::chrono::seconds(1);
 bool tty_worthy(const std::string& type, const nlohmann::json& p) {
   if (type == "candidate_result")
     return p.is_object() && p.contains("new_best") && p["new_best"].is_boolean() && p["new_best"].get<bool>();
-  return type != "candidate_start" && type != "llm_call" && type != "llm_retry";
+  return type != "candidate_start" && type != "candidate_end" && type != "llm_call" && type != "llm_retry";
 }
 
 /// With --quiet only these reach the terminal (the summary table always does).

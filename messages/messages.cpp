@@ -36,6 +36,7 @@ const char* to_string(event_kind k) {
     case event_kind::llm_retry: return "llm_retry";
     case event_kind::node_down: return "node_down";
     case event_kind::node_up: return "node_up";
+    case event_kind::candidate_end: return "candidate_end";
   }
   return "note";
 }
@@ -78,6 +79,7 @@ void register_messages(caf::actor_system_config& cfg) {
   cfg.add_message_type<profiling_failed>("kagent::profiling_failed");
   cfg.add_message_type<candidate_spec>("kagent::candidate_spec");
   cfg.add_message_type<candidate_result>("kagent::candidate_result");
+  cfg.add_message_type<candidate_measured>("kagent::candidate_measured");
   cfg.add_message_type<run_event>("kagent::run_event");
   cfg.add_message_type<run_finished>("kagent::run_finished");
   cfg.add_message_type<artifact>("kagent::artifact");

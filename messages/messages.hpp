@@ -281,6 +281,15 @@ struct candidate_result {
   double floor_pct = not_measured;  ///< achieved fraction of the physics floor, in %
   double time_spread_pct = not_measured;  ///< interquartile range of the timed calls over their median, in %
 };
+/// From a candidate (through its gpu worker, the way its candidate_result goes) to the manager, once
+/// it is measured: after its benchmark, dedup and any SOL profile, before its reflexion (one more LLM
+/// call). `result` is the candidate_result as it stands, without the reflexion. The manager records
+/// the program at once (program.db, the ledger, a new best and its parent analysis); the
+/// candidate_result that ends the pipeline later only adds the reflexion and frees the slot.
+struct candidate_measured {
+  candidate_result result;
+};
+
 /// The result of a candidate that ended without one of its own (timed out, its actor or its node
 /// lost): `spec`'s identity, on device `gpu_id`, failed with `cause`.
 candidate_result ended_without_result(const candidate_spec& spec, int32_t gpu_id, failure_kind cause,
@@ -321,7 +330,7 @@ struct parent_analysis {
 enum class event_kind : uint8_t {
   run_start, note, error, initial_step, initial, resume, round_start, round_end, analysis_start, analysis,
   candidate_start, candidate_result, concurrency, profiling_failed, mode_change, interrupted, run_end, llm_call,
-  llm_retry, node_down, node_up,
+  llm_retry, node_down, node_up, candidate_end,
 };
 /// The name written to events.jsonl ("run_start", "candidate_result", ...).
 const char* to_string(event_kind k);
@@ -506,6 +515,10 @@ typename I::result_type inspect(I& f, candidate_result& x) {
              cause.put();
              return caf::none;
            }));
+}
+template <class I>
+typename I::result_type inspect(I& f, candidate_measured& x) {
+  return f(caf::meta::type_name("candidate_measured"), x.result);
 }
 template <class I>
 typename I::result_type inspect(I& f, dedup_query& x) {

@@ -153,7 +153,10 @@ void update(progress_state& st, const std::string& type, const nlohmann::json& p
     else if (text_of(p, "failure_cause") == "duplicate") ++st.duplicates;
     else ++st.failed;
     ++st.round_results;
-    st.in_flight.erase(text_of(p, "candidate_id"));
+    // A candidate recorded before its reflexion keeps its slot until its candidate_end.
+    const bool reflecting = p.is_object() && p.contains("reflexion_pending") && p["reflexion_pending"].is_boolean() &&
+                            p["reflexion_pending"].get<bool>();
+    if (!reflecting) st.in_flight.erase(text_of(p, "candidate_id"));
     if (auto d = finite_number(p, "device_s"); d && *d >= 0) {
       st.device_s += *d;
       st.saw_device_s = true;
@@ -162,6 +165,14 @@ void update(progress_state& st, const std::string& type, const nlohmann::json& p
     if (ok) note_best(st, p, "time_ms");
     note_best(st, p, "best_ms");
     if (st.schedule == "async") st.round = std::max(st.round, static_cast<int>(int_or(p, "round", 0)));
+  } else if (type == "candidate_end") {
+    // The pipeline of a candidate recorded before its reflexion ended: its slot is free.
+    st.in_flight.erase(text_of(p, "candidate_id"));
+    if (auto d = finite_number(p, "device_s"); d && *d > 0) {
+      st.device_s += *d;
+      st.saw_device_s = true;
+    }
+    if (auto l = finite_number(p, "llm_s"); l && *l >= 0) st.llm_s += *l;
   } else if (type == "analysis") {
     // A parent's profile and diagnosis: device time that belongs to no candidate.
     if (auto d = finite_number(p, "device_s"); d && *d >= 0) {
@@ -393,6 +404,12 @@ std::optional<std::string> format_log_line(const progress_state& st, const std::
   if (type == "candidate_start")
     return say(fmt::format("{} started on {} (parent {})", text_of(p, "candidate_id"), gpu_label(st, p),
                            text_of(p, "parent_id").empty() ? "?" : text_of(p, "parent_id")));
+  if (type == "candidate_end") {
+    const bool reflexion = p.is_object() && p.contains("reflexion") && p["reflexion"].is_boolean() && p["reflexion"].get<bool>();
+    const std::string err = text_of(p, "error");
+    return say(fmt::format("{} done ({}){}", text_of(p, "candidate_id"), reflexion ? "reflexion kept" : "no reflexion",
+                           err.empty() ? "" : ": " + one_line(err, 160)));
+  }
   if (type == "llm_call")
     return say(fmt::format("LLM {} {}{} {}: {} in, {} out, {}", text_of(p, "purpose"), text_of(p, "model"),
                            text_of(p, "provider").empty() ? "" : " via " + text_of(p, "provider"),

@@ -40,7 +40,8 @@ struct progress_state {
   int duplicates = 0;             ///< candidates whose code was already known
   bool gpu = true;                ///< the devices are GPUs (run_start.vendor set); "device" otherwise
   bool saw_candidate_start = false;
-  std::set<std::string> in_flight;  ///< candidate_start without a candidate_result yet
+  /// candidate_start without a candidate_result yet (one recorded before its reflexion: no candidate_end yet)
+  std::set<std::string> in_flight;
   std::optional<double> initial_ms;
   std::optional<double> best_ms;
   std::string best_program_id;
@@ -49,7 +50,7 @@ struct progress_state {
   /// Earlier sessions of a resumed run (the `resume` event's `prior`): their wall seconds, device
   /// seconds and device capacity (wall x devices), so elapsed time and GPU busy are run totals.
   double prior_wall_s = 0, prior_device_s = 0, prior_capacity_s = 0;
-  double llm_s = 0;               ///< sum of candidate_result.llm_s
+  double llm_s = 0;               ///< sum of candidate_result.llm_s and candidate_end.llm_s
   llm_tally llm_calls;            ///< from llm_call events (the llm_client's own report)
   std::optional<llm_tally> llm_run_totals;  ///< llm_call.run_totals, when present (the client's ledger)
   std::map<int, std::string> modes;  ///< gpu id -> analysis mode, from mode_change events
