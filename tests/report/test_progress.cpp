@@ -151,6 +151,28 @@ TEST(ProgressLine, AsyncScheduleShowsCandidateProgressAndSlots) {
   EXPECT_THAT(format_progress_line(open_ended, 2), HasSubstr("async gen 3"));
 }
 
+// A candidate recorded before its reflexion counts as done at once and keeps its slot (running) until
+// its candidate_end; its reflexion's LLM time comes with the end.
+TEST(ProgressLine, ACandidateRecordedBeforeItsReflexionRunsUntilItsEnd) {
+  progress_state st;
+  update(st, "run_start", {{"schedule", "async"}, {"devices", {0}}, {"num_workers", 4}}, 0);
+  update(st, "candidate_start", {{"candidate_id", "c1"}, {"round", 1}}, 1);
+  update(st, "candidate_result", {{"candidate_id", "c1"}, {"ok", true}, {"time_ms", 3.0}, {"new_best", true},
+                                  {"device_s", 1.0}, {"llm_s", 20.0}, {"reflexion_pending", true}}, 2);
+  EXPECT_THAT(format_progress_line(st, 3), HasSubstr("1 ok, 0 failed, 1/4 running"));
+  EXPECT_THAT(format_progress_line(st, 3), HasSubstr("best 3.000 ms"));
+  update(st, "candidate_end", {{"candidate_id", "c1"}, {"reflexion", true}, {"device_s", 0.0}, {"llm_s", 15.0}}, 4);
+  EXPECT_THAT(format_progress_line(st, 5), HasSubstr("1 ok, 0 failed, 0/4 running"));
+  EXPECT_EQ(st.ok, 1);
+  EXPECT_DOUBLE_EQ(st.llm_s, 35.0);
+  EXPECT_DOUBLE_EQ(st.device_s, 1.0);
+  // Shown with --verbose only.
+  EXPECT_FALSE(format_log_line(st, "candidate_end", {{"candidate_id", "c1"}, {"reflexion", true}}, 5, false));
+  auto line = format_log_line(st, "candidate_end", {{"candidate_id", "c1"}, {"reflexion", false}, {"error", "timed out"}}, 5, true);
+  ASSERT_TRUE(line);
+  EXPECT_THAT(*line, HasSubstr("c1 done (no reflexion): timed out"));
+}
+
 TEST(ProgressLine, AutoConcurrencyFollowsConcurrencyEvents) {
   progress_state st;
   update(st, "run_start", {{"schedule", "async"}, {"devices", {0}}, {"num_workers", 4}, {"num_workers_auto", true}}, 0);
