@@ -44,6 +44,11 @@ run|short|run_every|busy_fixed|busy_auto|busy_wide|busy_wide_fixed|timeout)
   [ "$what" = busy_auto ] && export KAGENT_REPLAY_DELAY_S=20 && cfg=benchmarks/h200/nvidia_matvec_auto.yaml
   [ "$what" = busy_wide ] && export KAGENT_REPLAY_DELAY_S=20 && cfg=benchmarks/h200/nvidia_matvec_wide.yaml
   [ "$what" = busy_wide_fixed ] && export KAGENT_REPLAY_DELAY_S=20 && cfg=benchmarks/h200/nvidia_matvec_wide_fixed.yaml
+  # The lent card may be an H100: the config names the card the machine has (specs, physics floor).
+  card=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
+  if [ -n "$card" ]; then
+    sed "s/^gpu_name: .*/gpu_name: $card/" "$cfg" > "$out/config_$what.yaml" && cfg="$out/config_$what.yaml"
+  fi
   smi=
   case $what in busy_wide*)
     # The device's own view beside the run's device seconds: kernel-active share per sample.
