@@ -116,6 +116,7 @@ def main():
     ap.add_argument("--samples", type=int, default=2, help="samples_per_prompt: more candidates per round")
     ap.add_argument("--schedule", default="rounds", choices=["rounds", "async"],
                     help="strategy_config.schedule (async keeps every device fed across the round barrier)")
+    ap.add_argument("--no-nodes", action="store_true", help="one node only (leave out the 2 nodes x 2 devices run)")
     ap.add_argument("--per-device", type=int, default=2, help="candidate pipelines per device (num_workers)")
     ap.add_argument("--sizes", type=int, nargs="+", default=[1, 4, 2], help="devices on one node, in this order")
     ap.add_argument("--compare", metavar="BINARY", help="another build: one node only, each size run with "
@@ -133,23 +134,25 @@ def main():
     for n in sizes:
         results.append(run(a.binary, base, f"1 node, {n} device(s)", config(base, n, a.per_device * n, a.rounds, a.samples, schedule=a.schedule), env))
         print(json.dumps(results[-1]), flush=True)
-    node_cfg = config(base, 2, 2 * a.per_device, a.rounds, a.samples, schedule=a.schedule)
-    nodes = [start_node(a.binary, base, name, node_cfg, env) for name in ("nodeA", "nodeB")]
-    try:
-        run_cfg = config(base, 4, 4 * a.per_device, a.rounds, a.samples, gpu_ids=False, schedule=a.schedule)
-        results.append(run(a.binary, base, "2 nodes x 2 devices", run_cfg, env,
-                           ["--no-local-devices", "--node", nodes[0][1], "--node", nodes[1][1]]))
-        print(json.dumps(results[-1]), flush=True)
-    finally:
-        for p, _ in nodes:
-            p.send_signal(signal.SIGTERM)
-            p.wait(timeout=60)
+    sizes_done = sizes if a.no_nodes else (*sizes, 4)
+    if not a.no_nodes:
+        node_cfg = config(base, 2, 2 * a.per_device, a.rounds, a.samples, schedule=a.schedule)
+        nodes = [start_node(a.binary, base, name, node_cfg, env) for name in ("nodeA", "nodeB")]
+        try:
+            run_cfg = config(base, 4, 4 * a.per_device, a.rounds, a.samples, gpu_ids=False, schedule=a.schedule)
+            results.append(run(a.binary, base, "2 nodes x 2 devices", run_cfg, env,
+                               ["--no-local-devices", "--node", nodes[0][1], "--node", nodes[1][1]]))
+            print(json.dumps(results[-1]), flush=True)
+        finally:
+            for p, _ in nodes:
+                p.send_signal(signal.SIGTERM)
+                p.wait(timeout=60)
     one, one_flow = results[0]["per_min"], results[0]["flow_per_min"]
     print("\nspan: first candidate handed out to run_end; flow: to the last candidate's result")
     print("\n| configuration | candidates | span (s) | candidates/min | efficiency | flow (s) | candidates/min "
           "| efficiency | best |")
     print("|---|---|---|---|---|---|---|---|---|")
-    for r, n in zip(results, (*sizes, 4)):
+    for r, n in zip(results, sizes_done):
         ratio = r["per_min"] / one if one else 0
         fr = r["flow_per_min"] / one_flow if one_flow else 0
         print(f"| {r['label']} | {r['candidates']} | {r['span_s']:.1f} | {r['per_min']:.1f} | {ratio / n:.2f} | "
