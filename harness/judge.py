@@ -525,6 +525,11 @@ class Judge:
         self.memory = {"lean": self.lean, "worker_bytes": worker, "free_bytes": free_now, "needed_for_two": need,
                        "forced": forced in ("0", "1")}
         trace("memory", self.memory)
+        if self.lean:
+            gib = (lambda b: f"{b / 2**30:.1f} GiB" if b is not None else "unknown")
+            print(f"judge: lean memory mode (one worker at a time): a worker takes {gib(worker)}, "
+                  f"{gib(free_now)} free, {gib(need)} needed for two{' (forced)' if forced in ('0', '1') else ''}",
+                  file=sys.stderr, flush=True)
 
     def shared_launchers(self):
         """The launcher cache shared by this judge's workers (launchers.py): only on NVIDIA under bwrap,
