@@ -28,8 +28,15 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 SECRET = "benchmark-secret-0123456789"
 
 
+PLATFORM = "cpu"
+
+
 def config(base, devices, workers, rounds, samples, gpu_ids=True, schedule="rounds"):
     text = (ROOT / "configs" / "cpu.yaml").read_text()
+    if PLATFORM != "cpu":
+        # noop devices (KAGENT_NOOP_DEVICE_S: a fixed device time per request, no CPU used): the
+        # runtime's own scaling, apart from what cpu devices cost each other on one host's CPU.
+        text = re.sub(r"(?m)^platform: cpu$", f"platform: {PLATFORM}", text)
     text = text.replace("num_workers: 2", f"num_workers: {workers}")
     text = text.replace("max_rounds: 3", f"max_rounds: {rounds}")
     # Every pipeline may wait on the LLM at once (a fixed num_workers keeps llm.max_concurrency's default of 4).
@@ -116,6 +123,11 @@ def main():
     ap.add_argument("--samples", type=int, default=2, help="samples_per_prompt: more candidates per round")
     ap.add_argument("--schedule", default="rounds", choices=["rounds", "async"],
                     help="strategy_config.schedule (async keeps every device fed across the round barrier)")
+    ap.add_argument("--platform", default="cpu", choices=["cpu", "noop"],
+                    help="cpu: Triton's interpreter on CPU tensors (the devices share the host's CPU); noop: "
+                         "devices that hold each request --device-s seconds without using the CPU")
+    ap.add_argument("--device-s", type=float, default=1.0, help="noop: seconds per device request "
+                    "(verify and benchmark are one each)")
     ap.add_argument("--no-nodes", action="store_true", help="one node only (leave out the 2 nodes x 2 devices run)")
     ap.add_argument("--per-device", type=int, default=2, help="candidate pipelines per device (num_workers)")
     ap.add_argument("--sizes", type=int, nargs="+", default=[1, 4, 2], help="devices on one node, in this order")
@@ -123,10 +135,16 @@ def main():
                     "both binaries back to back, and the two efficiencies side by side")
     a = ap.parse_args()
     env = dict(os.environ, KAGENT_REPLAY_DELAY_S=str(a.delay), KAGENT_NODE_SECRET=SECRET)
+    global PLATFORM
+    PLATFORM = a.platform
+    if a.platform == "noop":
+        env["KAGENT_NOOP_DEVICE_S"] = str(a.device_s)
     base = pathlib.Path(tempfile.mkdtemp(prefix="kagent_scaling_"))
     if a.compare:
         return compare(a, base, env)
-    print(f"machine: {os.cpu_count()} cores; LLM delay {a.delay} s per reply; matvec, beam 2x2, "
+    print(f"machine: {os.cpu_count()} cores; platform {a.platform}"
+          f"{f' ({a.device_s} s per device request)' if a.platform == 'noop' else ''}; "
+          f"LLM delay {a.delay} s per reply; matvec, beam 2x2, "
           f"{a.samples} samples, {a.rounds} rounds, {a.schedule} schedule; {a.per_device} pipelines per device")
     results = []
     # 1 and 4 devices first: the efficiency at 4 is the figure that matters if time runs out.

@@ -5,7 +5,9 @@
 
 #include <chrono>
 #include <filesystem>
+#include <cstdlib>
 #include <set>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 
@@ -15,6 +17,7 @@
 #include "platform/prompt/prompt.hpp"
 #include "platform/store/util.hpp"
 #include "platform/common/files.hpp"
+#include "platform/common/stop.hpp"
 
 namespace fs = std::filesystem;
 
@@ -127,12 +130,33 @@ failure_kind cause_of_kind(const nlohmann::json& body, failure_kind otherwise) {
   return otherwise;
 }
 
+// KAGENT_NOOP_DEVICE_S: seconds a noop device spends on each request (verify, benchmark, ...), as a
+// device that holds its lock that long without using the CPU. Measures the runtime's own scaling
+// across devices and nodes with a fixed device time (benchmarks/nodes_scaling.py --platform noop);
+// unset or out of (0, 600]: no wait.
+double noop_device_s() {
+  const char* d = std::getenv("KAGENT_NOOP_DEVICE_S");
+  if (!d || !*d) return 0;
+  char* end = nullptr;
+  const double s = std::strtod(d, &end);
+  return end != d && s > 0 && s <= 600 ? s : 0;
+}
+
 // SPEC §12.3 noop: verification always passes, the benchmark answers 1.0 ms, references unmeasured.
 class noop_backend final : public device_backend {
 public:
   device_result run(const device_request& req) override {
     device_result e;
     e.candidate_id = req.candidate_id;
+    if (const double s = req.mode == device_mode::warm ? 0 : noop_device_s(); s > 0) {
+      // In slices, so that a cancelled candidate or a stopping run does not wait for it.
+      const auto t0 = std::chrono::steady_clock::now();
+      const auto until = t0 + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                  std::chrono::duration<double>(s));
+      while (std::chrono::steady_clock::now() < until && !should_give_up())
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      e.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    }
     e.verified = true;
     if (req.mode != device_mode::verify) {
       e.benchmarked = true;

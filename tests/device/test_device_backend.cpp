@@ -178,6 +178,31 @@ TEST_P(DeviceBackendCpu, TheUsersTestSeesNoGpuOnTheCpuPlatform) {
 
 INSTANTIATE_TEST_SUITE_P(Isolation, DeviceBackendCpu, ::testing::Values("warm", "process"));
 
+// KAGENT_NOOP_DEVICE_S: a noop device holds each request that long (benchmarks of the runtime's scaling
+// with a fixed device time); the warm-up at a run's start does not wait, and neither does the unset case.
+TEST(DeviceBackendNoop, SimulatesAFixedDeviceTimePerRequest) {
+  scratch s;
+  auto d = cpu_settings(s, "warm");
+  d.verifier = "noop";
+  auto backend = make_device_backend(d);
+  ::setenv("KAGENT_NOOP_DEVICE_S", "0.2", 1);
+  auto v = backend->run({"c0", "anything", device_mode::verify, s.dir.string()});
+  auto b = backend->run({"c0", "anything", device_mode::benchmark, s.dir.string()});
+  auto w = backend->run({"", "", device_mode::warm, s.dir.string()});
+  ::setenv("KAGENT_NOOP_DEVICE_S", "not a number", 1);
+  auto bad = backend->run({"c1", "anything", device_mode::benchmark, s.dir.string()});
+  ::unsetenv("KAGENT_NOOP_DEVICE_S");
+  auto unset = backend->run({"c2", "anything", device_mode::benchmark, s.dir.string()});
+  EXPECT_TRUE(v.verified);
+  EXPECT_GE(v.wall_s, 0.2);
+  EXPECT_TRUE(b.benchmarked);
+  EXPECT_DOUBLE_EQ(b.time_ms, 1.0);
+  EXPECT_GE(b.wall_s, 0.2);
+  EXPECT_EQ(w.wall_s, 0.0);
+  EXPECT_EQ(bad.wall_s, 0.0);
+  EXPECT_EQ(unset.wall_s, 0.0);
+}
+
 TEST(DeviceBackendNoop, PassesAndAnswersOneMillisecond) {
   scratch s;
   auto d = cpu_settings(s, "warm");
