@@ -6,6 +6,7 @@
 
 #include "actors/serve.hpp"
 #include "app/command.hpp"
+#include "app/startup_checks.hpp"
 #include "platform/common/errors.hpp"
 #include "platform/common/node_auth.hpp"
 #include "platform/config/config.hpp"
@@ -22,6 +23,7 @@ struct serve_options {
 
 int run_serve(const serve_options& o) {
   try {
+    check_environment(current_environment());
     serve_request req;
     req.listen = parse_node_address(o.listen, "--listen", true);
     if (o.strategy.empty())

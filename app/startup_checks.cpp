@@ -57,6 +57,19 @@ void check_replay_delay(const std::string& value) {
                                  value));
 }
 
+void check_noop_device_time(const std::string& value) {
+  if (value.empty()) return;
+  const char* begin = value.c_str();
+  char* end = nullptr;
+  errno = 0;
+  const double s = std::strtod(begin, &end);
+  // The noop backend ignores what it cannot use; a scaling benchmark would then measure nothing.
+  if (end == begin || *end != '\0' || errno == ERANGE || !std::isfinite(s) || s <= 0 || s > 600)
+    throw user_error(fmt::format("KAGENT_NOOP_DEVICE_S='{}': expected a number of seconds above 0 and up to 600, "
+                                 "e.g. 1.5",
+                                 value));
+}
+
 void check_inject_fault(const std::string& value) {
   if (value.empty()) return;
   std::stringstream ss{value};
@@ -87,6 +100,7 @@ void check_inject_fault(const std::string& value) {
 void check_environment(const env_map& env) {
   if (auto it = env.find("KAGENT_REPLAY_DELAY_S"); it != env.end()) check_replay_delay(it->second);
   if (auto it = env.find("KAGENT_INJECT_FAULT"); it != env.end()) check_inject_fault(it->second);
+  if (auto it = env.find("KAGENT_NOOP_DEVICE_S"); it != env.end()) check_noop_device_time(it->second);
 }
 
 namespace {

@@ -76,6 +76,9 @@ TEST(Refuse, GarbageInTheEnvironment) {
   env["KAGENT_REPLAY_DELAY_S"] = "";
   env["KAGENT_INJECT_FAULT"] = "candidate_crash:r1_c0";
   expect_refused(run(noop_args(s), env), "KAGENT_INJECT_FAULT='candidate_crash:r1_c0': unknown fault", s.dir / "runs");
+  env["KAGENT_INJECT_FAULT"] = "";
+  env["KAGENT_NOOP_DEVICE_S"] = "0";
+  expect_refused(run(noop_args(s), env), "KAGENT_NOOP_DEVICE_S='0': expected a number of seconds above 0", s.dir / "runs");
 }
 
 TEST(Refuse, AKernelDirectoryThatIsASymlinkLoop) {

@@ -77,6 +77,15 @@ TEST(Environment, ReplayDelayMustBeASaneNumberOfSeconds) {
   }
 }
 
+TEST(Environment, NoopDeviceTimeMustBeASaneNumberOfSeconds) {
+  for (const char* ok : {"", "0.01", "1", "2.5", "600"}) EXPECT_EQ(error_of([&] { check_noop_device_time(ok); }), "") << ok;
+  for (const char* bad : {"abc", "1s", "0", "-1", "nan", "inf", "600.5", "1e400", " ", "1 "}) {
+    auto e = error_of([&] { check_noop_device_time(bad); });
+    EXPECT_NE(e.find("KAGENT_NOOP_DEVICE_S='"), std::string::npos) << bad << " -> " << e;
+    EXPECT_NE(e.find("expected a number of seconds above 0 and up to 600"), std::string::npos) << bad;
+  }
+}
+
 TEST(Environment, InjectFaultMustNameKnownFaultsAndCandidates) {
   for (const char* ok : {"", "candidate_throw:r1_c0", "gpu_worker_throw:*", "candidate_throw:r1_c0,gpu_worker_throw:r2_c1"})
     EXPECT_EQ(error_of([&] { check_inject_fault(ok); }), "") << ok;
