@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <system_error>
 
@@ -43,15 +44,25 @@ std::vector<int> parse_gpu_ids(const std::string& s) {
   return ids;
 }
 
-void check_replay_delay(const std::string& value) {
-  if (value.empty()) return;
+namespace {
+
+/// The whole of `value` as a finite number of seconds, or nothing.
+std::optional<double> strict_seconds(const std::string& value) {
   const char* begin = value.c_str();
   char* end = nullptr;
   errno = 0;
   const double s = std::strtod(begin, &end);
+  if (end == begin || *end != '\0' || errno == ERANGE || !std::isfinite(s)) return std::nullopt;
+  return s;
+}
+
+} // namespace
+
+void check_replay_delay(const std::string& value) {
+  if (value.empty()) return;
   // The replay provider ignores what it cannot use; silently serving at full speed is not what a
   // test or demo that set the variable asked for.
-  if (end == begin || *end != '\0' || errno == ERANGE || !std::isfinite(s) || s < 0 || s >= 3600)
+  if (auto s = strict_seconds(value); !s || *s < 0 || *s >= 3600)
     throw user_error(fmt::format("KAGENT_REPLAY_DELAY_S='{}': expected a number of seconds from 0 to below 3600, "
                                  "e.g. 0.5",
                                  value));
@@ -59,12 +70,8 @@ void check_replay_delay(const std::string& value) {
 
 void check_noop_device_time(const std::string& value) {
   if (value.empty()) return;
-  const char* begin = value.c_str();
-  char* end = nullptr;
-  errno = 0;
-  const double s = std::strtod(begin, &end);
   // The noop backend ignores what it cannot use; a scaling benchmark would then measure nothing.
-  if (end == begin || *end != '\0' || errno == ERANGE || !std::isfinite(s) || s <= 0 || s > 600)
+  if (auto s = strict_seconds(value); !s || *s <= 0 || *s > 600)
     throw user_error(fmt::format("KAGENT_NOOP_DEVICE_S='{}': expected a number of seconds above 0 and up to 600, "
                                  "e.g. 1.5",
                                  value));

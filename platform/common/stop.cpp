@@ -4,9 +4,11 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstring>
 #include <mutex>
 #include <set>
+#include <thread>
 
 namespace kagent {
 
@@ -55,6 +57,16 @@ bool work_cancelled(const std::string& key) {
   if (g_cancelled_count.load(std::memory_order_relaxed) == 0) return false;
   std::lock_guard<std::mutex> lock(g_cancel_mutex);
   return g_cancelled.count(key) > 0;
+}
+
+bool wait_unless_giving_up(double seconds) {
+  using clock = std::chrono::steady_clock;
+  const auto until = clock::now() + std::chrono::duration_cast<clock::duration>(std::chrono::duration<double>(seconds));
+  while (clock::now() < until) {
+    if (should_give_up()) return false;
+    std::this_thread::sleep_for(std::min<clock::duration>(until - clock::now(), std::chrono::milliseconds(50)));
+  }
+  return !should_give_up();
 }
 
 bool should_give_up() noexcept {

@@ -33,6 +33,9 @@ bool work_cancelled(const std::string& key);
 bool should_give_up() noexcept;
 /// Forgets every cancelled id: only for tests.
 void clear_cancelled_for_tests();
+/// Waits `seconds` in short slices unless should_give_up() turns true first (a simulated slow
+/// endpoint or device). Returns false when it gave up early.
+bool wait_unless_giving_up(double seconds);
 
 class work_scope {
 public:

@@ -7,7 +7,6 @@
 #include <filesystem>
 #include <cstdlib>
 #include <set>
-#include <thread>
 
 #include <nlohmann/json.hpp>
 
@@ -151,10 +150,7 @@ public:
     if (const double s = req.mode == device_mode::warm ? 0 : noop_device_s(); s > 0) {
       // In slices, so that a cancelled candidate or a stopping run does not wait for it.
       const auto t0 = std::chrono::steady_clock::now();
-      const auto until = t0 + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                                  std::chrono::duration<double>(s));
-      while (std::chrono::steady_clock::now() < until && !should_give_up())
-        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      wait_unless_giving_up(s);
       e.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     }
     e.verified = true;

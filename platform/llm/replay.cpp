@@ -192,15 +192,9 @@ llm_response replay_provider::complete(const llm_request& req, const text_callba
     const double s = std::strtod(d, &end);
     if (end != d && s > 0 && s < 3600) {
       // In slices, so that a run being stopped (Ctrl-C) does not wait for a slow fake endpoint.
-      const auto until = std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                                                                std::chrono::duration<double>(s));
-      while (std::chrono::steady_clock::now() < until) {
-        if (should_give_up())
-          throw llm_error(llm_error_kind::unavailable, stop_requested() ? "the run is stopping (interrupted)"
-                                                                         : "cancelled: the candidate timed out");
-        std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(
-            until - std::chrono::steady_clock::now(), std::chrono::milliseconds(50)));
-      }
+      if (!wait_unless_giving_up(s))
+        throw llm_error(llm_error_kind::unavailable, stop_requested() ? "the run is stopping (interrupted)"
+                                                                       : "cancelled: the candidate timed out");
     }
   }
   std::string purpose = safe_purpose(req.purpose);

@@ -107,8 +107,7 @@ void update(progress_state& st, const std::string& type, const nlohmann::json& p
     st.max_rounds = static_cast<int>(int_or(p, "max_rounds", st.max_rounds));
     st.max_candidates = static_cast<int>(int_or(p, "max_candidates", st.max_candidates));
     st.slots = static_cast<int>(int_or(p, "slots", int_or(p, "num_workers", st.slots)));
-    st.slots_auto = p.is_object() && p.contains("num_workers_auto") && p["num_workers_auto"].is_boolean() &&
-                    p["num_workers_auto"].get<bool>();
+    st.slots_auto = flag_of(p, "num_workers_auto");
     note_best(st, p, "initial_ms");
     if (auto v = positive_ms(p, "initial_ms")) st.initial_ms = v;
     if (p.is_object() && p.contains("device_labels") && p["device_labels"].is_object())
@@ -148,14 +147,13 @@ void update(progress_state& st, const std::string& type, const nlohmann::json& p
     if (auto id = text_of(p, "candidate_id"); !id.empty()) st.in_flight.insert(id);
     if (st.schedule == "async") st.round = std::max(st.round, static_cast<int>(int_or(p, "round", 0)));
   } else if (type == "candidate_result") {
-    const bool ok = p.is_object() && p.contains("ok") && p["ok"].is_boolean() && p["ok"].get<bool>();
+    const bool ok = flag_of(p, "ok");
     if (ok) ++st.ok;
     else if (text_of(p, "failure_cause") == "duplicate") ++st.duplicates;
     else ++st.failed;
     ++st.round_results;
     // A candidate recorded before its reflexion keeps its slot until its candidate_end.
-    const bool reflecting = p.is_object() && p.contains("reflexion_pending") && p["reflexion_pending"].is_boolean() &&
-                            p["reflexion_pending"].get<bool>();
+    const bool reflecting = flag_of(p, "reflexion_pending");
     if (!reflecting) st.in_flight.erase(text_of(p, "candidate_id"));
     if (auto d = finite_number(p, "device_s"); d && *d >= 0) {
       st.device_s += *d;
@@ -217,7 +215,7 @@ void update(progress_state& st, const std::string& type, const nlohmann::json& p
     }
   } else if (type == "run_end") {
     st.finished = true;
-    st.success = p.is_object() && p.contains("success") && p["success"].is_boolean() && p["success"].get<bool>();
+    st.success = flag_of(p, "success");
     note_best(st, p, "best_ms");
   }
 }
@@ -330,11 +328,11 @@ std::optional<std::string> format_log_line(const progress_state& st, const std::
     return say(fmt::format("round {}{}: {} candidates", st.round, st.max_rounds > 0 ? fmt::format("/{}", st.max_rounds) : "",
                            int_or(p, "candidates", 0)));
   if (type == "candidate_result") {
-    const bool ok = p.is_object() && p.contains("ok") && p["ok"].is_boolean() && p["ok"].get<bool>();
+    const bool ok = flag_of(p, "ok");
     std::string who = text_of(p, "candidate_id");
     if (who.empty()) who = "candidate";
     if (gpu_of(p)) who += " (" + gpu_label(st, p) + ")";
-    const bool new_best = p.is_object() && p.contains("new_best") && p["new_best"].is_boolean() && p["new_best"].get<bool>();
+    const bool new_best = flag_of(p, "new_best");
     if (ok)
       return say(fmt::format("{}: {}{}{}, best {}{} [{} ok, {} failed]", who, format_ms(positive_ms(p, "time_ms")),
                              finite_number(p, "spread_pct") ? fmt::format(" (IQR {:.1f}%)", *finite_number(p, "spread_pct")) : "",
@@ -405,7 +403,7 @@ std::optional<std::string> format_log_line(const progress_state& st, const std::
     return say(fmt::format("{} started on {} (parent {})", text_of(p, "candidate_id"), gpu_label(st, p),
                            text_of(p, "parent_id").empty() ? "?" : text_of(p, "parent_id")));
   if (type == "candidate_end") {
-    const bool reflexion = p.is_object() && p.contains("reflexion") && p["reflexion"].is_boolean() && p["reflexion"].get<bool>();
+    const bool reflexion = flag_of(p, "reflexion");
     const std::string err = text_of(p, "error");
     return say(fmt::format("{} done ({}){}", text_of(p, "candidate_id"), reflexion ? "reflexion kept" : "no reflexion",
                            err.empty() ? "" : ": " + one_line(err, 160)));

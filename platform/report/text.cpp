@@ -32,6 +32,12 @@ std::int64_t int_or(const nlohmann::json& j, std::string_view key, std::int64_t 
   return v ? static_cast<std::int64_t>(std::llround(*v)) : fallback;
 }
 
+bool flag_of(const nlohmann::json& j, std::string_view key) {
+  if (!j.is_object()) return false;
+  auto it = j.find(key);
+  return it != j.end() && it->is_boolean() && it->get<bool>();
+}
+
 std::string text_of(const nlohmann::json& j, std::string_view key) {
   if (!j.is_object()) return "";
   auto it = j.find(key);

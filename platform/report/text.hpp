@@ -21,6 +21,8 @@ std::optional<double> positive_ms(const nlohmann::json& j, std::string_view key)
 std::int64_t int_or(const nlohmann::json& j, std::string_view key, std::int64_t fallback);
 /// j[key] as text: a string as is, a number or bool as JSON, anything else (or missing) "".
 std::string text_of(const nlohmann::json& j, std::string_view key);
+/// j[key] when it is a boolean true; false when j is no object, lacks the key or holds anything else.
+bool flag_of(const nlohmann::json& j, std::string_view key);
 
 /// "0.1234 ms", with precision that keeps about four significant digits; "n/a" when unset.
 std::string format_ms(std::optional<double> ms);

@@ -114,6 +114,23 @@ TEST(Stop, EndsARunningGroupWithItsGrandchildrenAndStartsNothingNew) {
   std::filesystem::remove_all(dir);
 }
 
+// The slow fake endpoint's and the noop device's wait: it runs out when nothing stops it, and gives up
+// (false) once the run stops or the calling thread's candidate is cancelled.
+TEST(Stop, AWaitGivesUpWhenTheRunStopsOrTheCandidateIsCancelled) {
+  clear_stop_for_tests();
+  EXPECT_TRUE(wait_unless_giving_up(0.05));
+  request_stop();
+  EXPECT_FALSE(wait_unless_giving_up(30));
+  clear_stop_for_tests();
+  {
+    work_scope scope("wait_test_candidate");
+    cancel_work("wait_test_candidate");
+    EXPECT_FALSE(wait_unless_giving_up(30));
+  }
+  clear_cancelled_for_tests();
+  EXPECT_TRUE(wait_unless_giving_up(0.01));
+}
+
 TEST(Stop, TrackedGroupsAreSignalled) {
   // What a second Ctrl-C uses from its signal handler: every live child group gets the signal.
   clear_stop_for_tests();
