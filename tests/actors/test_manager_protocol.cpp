@@ -15,6 +15,7 @@
 #include "platform/store/program_db.hpp"
 #include "platform/store/run_directory.hpp"
 #include "tests/support/actor_system.hpp"
+#include "tests/support/manager_context.hpp"
 
 using namespace kagent;
 using namespace std::chrono_literals;
@@ -145,39 +146,7 @@ struct manager_case {
   std::shared_ptr<protocol_log> log = std::make_shared<protocol_log>();
 
   manager_case() {
-    fs::remove_all(root);
-    fs::create_directories(root / "replay");
-    // One catch-all bottleneck reply with two directions, served to every parent's analysis.
-    std::ofstream(root / "replay" / "bottleneck_001.md")
-        << R"([{"category": "memory", "summary": "d1: coalesce", "reasoning": "r", "root_causes": []},
-               {"category": "compute", "summary": "d2: unroll", "reasoning": "r", "root_causes": []}])";
-    auto& c = ctx->cfg;
-    c.name = "protocol";
-    c.strategy = "beam_search";
-    c.strategy_cfg.num_top_kernels = 2;
-    c.strategy_cfg.num_bottlenecks = 2;
-    c.max_rounds = 2;
-    c.num_workers = 2;
-    c.num_workers_auto = false;
-    c.profile = "never";
-    c.candidate_timeout_s = 60;
-    c.llm.provider = "replay";
-    c.llm.model = "m";
-    for (const auto& n : platform_spec::component_names()) c.platform.component(n) = "noop";
-    provider_settings ps;
-    ps.provider = "replay";
-    ps.model = "m";
-    ps.replay_dir = (root / "replay").string();
-    ps.replay_cycle = true;
-    ctx->llm = make_provider(ps);
-    ctx->llm_chosen = {"replay", "m", ps.replay_dir, "test", ""};
-    ctx->install_root = KAGENT_SOURCE_DIR;
-    ctx->kernel_dir = (root / "kernel").string();
-    ctx->input_code = "# the starting kernel\n";
-    ctx->device_ids = {0, 1};
-    ctx->quiet = true;
-    auto rd = store::run_directory::create(root / "runs", "protocol", "name: protocol\n");
-    ctx->run_path = fs::absolute(rd.path()).string();
+    test::fill_scripted_context(*ctx, root, "protocol", 2);
   }
   ~manager_case() { fs::remove_all(root); }
 

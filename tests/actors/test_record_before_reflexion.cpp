@@ -16,6 +16,7 @@
 #include "platform/store/program_db.hpp"
 #include "platform/store/run_directory.hpp"
 #include "tests/support/actor_system.hpp"
+#include "tests/support/manager_context.hpp"
 
 using namespace kagent;
 using namespace std::chrono_literals;
@@ -183,39 +184,9 @@ struct reflexion_case {
   std::vector<nlohmann::json> events;
 
   reflexion_case(script s, int rounds) : plan(std::make_shared<const script>(std::move(s))) {
-    fs::remove_all(root);
-    fs::create_directories(root / "replay");
-    std::ofstream(root / "replay" / "bottleneck_001.md")
-        << R"([{"category": "memory", "summary": "d1: coalesce", "reasoning": "r", "root_causes": []},
-               {"category": "compute", "summary": "d2: unroll", "reasoning": "r", "root_causes": []}])";
-    auto& c = ctx->cfg;
-    c.name = "reflexion";
-    c.strategy = "beam_search";
-    c.strategy_cfg.num_top_kernels = 2;
-    c.strategy_cfg.num_bottlenecks = 2;
-    c.max_rounds = rounds;
-    c.num_workers = 2;
-    c.num_workers_auto = false;
-    c.profile = "parents";
-    c.candidate_timeout_s = 60;
-    c.llm.provider = "replay";
-    c.llm.model = "m";
-    for (const auto& n : platform_spec::component_names()) c.platform.component(n) = "noop";
-    c.platform.profiler = "nvidia";  // parents and the best are profiled (by the fakes)
-    provider_settings ps;
-    ps.provider = "replay";
-    ps.model = "m";
-    ps.replay_dir = (root / "replay").string();
-    ps.replay_cycle = true;
-    ctx->llm = make_provider(ps);
-    ctx->llm_chosen = {"replay", "m", ps.replay_dir, "test", ""};
-    ctx->install_root = KAGENT_SOURCE_DIR;
-    ctx->kernel_dir = (root / "kernel").string();
-    ctx->input_code = "# the starting kernel\n";
-    ctx->device_ids = {0, 1};
-    ctx->quiet = true;
-    auto rd = store::run_directory::create(root / "runs", "reflexion", "name: reflexion\n");
-    ctx->run_path = fs::absolute(rd.path()).string();
+    test::fill_scripted_context(*ctx, root, "reflexion", rounds);
+    ctx->cfg.profile = "parents";
+    ctx->cfg.platform.profiler = "nvidia";  // parents and the best are profiled (by the fakes)
   }
   ~reflexion_case() { fs::remove_all(root); }
 
