@@ -60,6 +60,10 @@ ncu_table parse_ncu_csv(const std::string& text) {
   int grid_col = -1;
   if (auto it = std::find(t.columns.begin(), t.columns.end(), "Grid Size"); it != t.columns.end())
     grid_col = static_cast<int>(it - t.columns.begin());
+  // With --nvtx: the push/pop ranges open at the launch, one quoted "<domain>:<name>:..." each.
+  int nvtx_col = -1;
+  for (size_t c = 0; c < t.columns.size(); ++c)
+    if (t.columns[c].rfind("thread Domain:Push/Pop_Range", 0) == 0) nvtx_col = static_cast<int>(c);
   size_t r = h + 1;
   if (r < records.size() && looks_like_units_row(records[r], id_col, name_col)) {
     for (size_t c = 0; c < t.columns.size() && c < records[r].size(); ++c)
@@ -73,6 +77,7 @@ ncu_table parse_ncu_csv(const std::string& text) {
     row.kernel_name = static_cast<size_t>(name_col) < rec.size() ? rec[static_cast<size_t>(name_col)] : "";
     if (row.kernel_name.empty()) continue;
     if (grid_col >= 0 && static_cast<size_t>(grid_col) < rec.size()) row.grid_size = rec[static_cast<size_t>(grid_col)];
+    if (nvtx_col >= 0 && static_cast<size_t>(nvtx_col) < rec.size()) row.nvtx = rec[static_cast<size_t>(nvtx_col)];
     if (id_col >= 0 && static_cast<size_t>(id_col) < rec.size())
       if (auto v = parse_number(rec[static_cast<size_t>(id_col)])) row.id = static_cast<long long>(*v);
     for (size_t c = 0; c < t.columns.size() && c < rec.size(); ++c) {
@@ -120,6 +125,37 @@ std::vector<ncu_table> split_ncu_batch(const ncu_table& t, size_t count) {
       continue;
     }
     if (current) out[*current].rows.push_back(*r);
+  }
+  return out;
+}
+
+std::optional<std::string> nvtx_kernel_range(const std::string& nvtx) {
+  static const std::string tag = std::string(":") + nvtx_kernel_range_prefix;
+  auto at = nvtx.find(tag);
+  if (at == std::string::npos) return std::nullopt;
+  at += tag.size();
+  auto end = nvtx.find_first_of(":\" ", at);
+  std::string id = nvtx.substr(at, end == std::string::npos ? std::string::npos : end - at);
+  if (id.empty()) return std::nullopt;
+  return id;
+}
+
+std::vector<ncu_table> split_ncu_by_range(const ncu_table& t, const std::vector<std::string>& ids) {
+  std::vector<ncu_table> out(ids.size());
+  for (auto& k : out) {
+    k.columns = t.columns;
+    k.units = t.units;
+  }
+  std::vector<const ncu_row*> rows;
+  for (const auto& r : t.rows) rows.push_back(&r);
+  std::stable_sort(rows.begin(), rows.end(), [](const ncu_row* a, const ncu_row* b) {
+    return a->id.value_or(0) < b->id.value_or(0);
+  });
+  for (const auto* r : rows) {
+    auto id = nvtx_kernel_range(r->nvtx);
+    if (!id) continue;
+    auto it = std::find(ids.begin(), ids.end(), *id);
+    if (it != ids.end()) out[static_cast<size_t>(it - ids.begin())].rows.push_back(*r);
   }
   return out;
 }

@@ -16,6 +16,9 @@ struct ncu_row {
   std::optional<long long> id;      ///< the "ID" column: launch order
   std::string kernel_name;
   std::string grid_size;            ///< the "Grid Size" column as printed: "(16384, 1, 1)"
+  /// With --nvtx: the push/pop ranges open at the launch, as printed ("" without --nvtx):
+  /// `"<default domain>:kagent_measured:none:..."  "<default domain>:kagent_kernel:k0:none:..."`
+  std::string nvtx;
   metric_map metrics;               ///< metric columns whose value parsed as a number
 };
 
@@ -67,6 +70,19 @@ inline constexpr const char* batch_marker_kernel = "kagent_batch_marker";
 /// whose marker never ran (the batch died before it) or whose marker is followed by no row gets an
 /// empty table. Rows before the first marker (the inputs' creation) belong to no kernel.
 std::vector<ncu_table> split_ncu_batch(const ncu_table& t, size_t count);
+
+/// The nested NVTX range harness/profile_wrapper.py opens around each kernel's measured call in a
+/// batch: kagent_kernel:<ID> (inside kagent_measured).
+inline constexpr const char* nvtx_kernel_range_prefix = "kagent_kernel:";
+
+/// The ID of the kagent_kernel:<ID> range in a row's NVTX cell; nullopt when the launch was in none.
+std::optional<std::string> nvtx_kernel_range(const std::string& nvtx);
+
+/// The rows of a standby profile batch (profile_wrapper.py --standby, ncu filtered to the
+/// kagent_measured range): kernel i's rows are the launches inside its range kagent_kernel:ids[i], in
+/// launch order. A kernel with no launch in its range (it failed, or the batch died before it) gets
+/// an empty table; rows in no known range belong to no kernel.
+std::vector<ncu_table> split_ncu_by_range(const ncu_table& t, const std::vector<std::string>& ids);
 
 /// `--kernel-name` for a batch: the marker and each distinct name, exactly
 /// (`regex:^(kagent_batch_marker|a|b)$`, regex metacharacters escaped); "" when a name is unknown

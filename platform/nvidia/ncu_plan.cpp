@@ -75,7 +75,9 @@ ncu_invocation plan_ncu(const ncu_target& t, double timeout_s) {
     inv.argv.emplace_back(a);
   inv.argv.insert(inv.argv.begin() + (t.use_sudo ? 3 : 0), t.binary);
   inv.argv.insert(inv.argv.end(), {"--log-file", inv.log_file, "--metrics", metrics});
-  if (!t.kernel_name.empty()) {
+  if (!t.nvtx_include.empty()) {
+    inv.argv.insert(inv.argv.end(), {"--nvtx", "--nvtx-include", t.nvtx_include});
+  } else if (!t.kernel_name.empty()) {
     inv.kernel_filter = t.kernel_name;
     inv.argv.insert(inv.argv.end(), {"--kernel-name", t.kernel_name});
   }

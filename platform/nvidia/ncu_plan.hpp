@@ -33,6 +33,9 @@ struct ncu_target {
   std::string binary;       ///< see find_ncu_binary
   std::string kernel_name;  ///< the Triton kernel's name; empty: no filter
   bool use_sudo = false;    ///< prefix `sudo -E --preserve-env=...`
+  /// Non-empty: `--nvtx --nvtx-include <it>` and no name filter (a standby profiler is started before
+  /// its kernels' names are known; "kagent_measured/" profiles exactly the wrapper's measured calls).
+  std::string nvtx_include;
 };
 
 struct ncu_invocation {
@@ -48,7 +51,7 @@ struct ncu_invocation {
 
 /// `[sudo -E --preserve-env=...] <ncu> --csv --page raw --print-units base --kernel-name-base demangled
 ///  --target-processes all --replay-mode kernel --profile-from-start on --log-file <dir>/<id>_ncu.csv
-///  --metrics <list> [--kernel-name <name>] <python> <wrapper>`. Throws user_error on empty fields.
+///  --metrics <list> [--kernel-name <name> | --nvtx --nvtx-include <range>] <python> <wrapper>`. Throws user_error on empty fields.
 ncu_invocation plan_ncu(const ncu_target& t, double timeout_s = 300);
 
 /// sudo requested through the environment: KAGENT_NCU_USE_SUDO=1 (or the original's

@@ -6,11 +6,14 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <regex>
 #include <system_error>
+#include <thread>
 
 #include "platform/common/errors.hpp"
 #include "platform/common/redact.hpp"
+#include "platform/common/stop.hpp"
 #include "platform/gpu/specs.hpp"
 #include "platform/nvidia/ncu_parse.hpp"
 #include "platform/nvidia/ncu_plan.hpp"
@@ -130,7 +133,8 @@ public:
   /// Sets up the directory, the kernel file and the launcher; returns the launcher's path. With
   /// `batch` ({id, code} of each kernel), the launcher runs the wrapper's batch mode on those kernels
   /// (each written to <id>_kernel.py here) instead of the request's one.
-  std::string prepare(const std::string& id, const std::vector<std::pair<std::string, std::string>>& batch = {}) {
+  std::string prepare(const std::string& id, const std::vector<std::pair<std::string, std::string>>& batch = {},
+                      double standby_idle_s = 0) {
     dir_ = fs::absolute(req_.dir).lexically_normal();
     std::error_code ec;
     fs::create_directories(dir_ / "tmp", ec);
@@ -147,7 +151,7 @@ public:
     if (req_.problem_path.empty() || !fs::is_regular_file(req_.problem_path, ec))
       throw user_error("problem file not found: '" + req_.problem_path + "'");
     if (req_.python.empty()) throw user_error("no Python interpreter configured for the profile wrapper");
-    if (req_.code.empty()) throw user_error("the profile request has no kernel code");
+    if (req_.code.empty() && standby_idle_s <= 0) throw user_error("the profile request has no kernel code");
 
     // Planned once the directory exists (bwrap binds it); "bwrap" required but broken fails the setup.
     sandbox_request sb;
@@ -162,7 +166,10 @@ public:
     if (!sandbox_.warning.empty()) out_.notes.push_back(sandbox_.warning);
     const fs::path launcher = dir_ / (id + "_wrapper.py");
     std::string kernels;
-    if (batch.empty()) {
+    if (standby_idle_s > 0) {
+      kernels = ", \"--standby\", " + json_literal(dir_.string()) + ", \"--idle-s\", " +
+                json_literal(fmt::format("{:g}", standby_idle_s));
+    } else if (batch.empty()) {
       const fs::path kernel = dir_ / (id + "_kernel.py");
       write_text(kernel, req_.code);
       kernels = ", \"--kernel\", " + json_literal(kernel.string());
@@ -209,14 +216,8 @@ public:
     return *t;
   }
 
-  /// Runs one command and records it. The caller deleted its expected outputs.
-  invocation_record& run(const std::string& name, const std::vector<std::string>& argv, const env_map& env,
-                         double timeout_s, const std::vector<std::string>& expected_outputs) {
-    invocation_record rec;
-    rec.name = name;
-    rec.argv = argv;
-    rec.timeout_s = timeout_s;
-    rec.start_s = elapsed();
+  /// The process of one command in this profile's sandbox and directory.
+  process_spec spec_for(const std::vector<std::string>& argv, const env_map& env, double timeout_s) const {
     process_spec spec;
     spec.argv = sandboxed_argv(sandbox_, argv);
     spec.env = env;
@@ -224,7 +225,25 @@ public:
     spec.timeout = std::chrono::milliseconds(static_cast<long long>(timeout_s * 1000));
     spec.kill_grace = std::chrono::milliseconds(static_cast<long long>(kill_grace_s * 1000));
     spec.max_output_bytes = 64 * 1024;
-    auto r = run_process(spec);
+    return spec;
+  }
+
+  /// Runs one command and records it. The caller deleted its expected outputs.
+  invocation_record& run(const std::string& name, const std::vector<std::string>& argv, const env_map& env,
+                         double timeout_s, const std::vector<std::string>& expected_outputs) {
+    const double start = elapsed();
+    auto r = run_process(spec_for(argv, env, timeout_s));
+    return record(name, argv, timeout_s, start, r, expected_outputs);
+  }
+
+  /// Records a command that ran (from `start_s` of this profile until now).
+  invocation_record& record(const std::string& name, const std::vector<std::string>& argv, double timeout_s,
+                            double start_s, const process_result& r, const std::vector<std::string>& expected_outputs) {
+    invocation_record rec;
+    rec.name = name;
+    rec.argv = argv;
+    rec.timeout_s = timeout_s;
+    rec.start_s = start_s;
     last_output_ = r.out + r.err;
     rec.started = r.started;
     rec.exit_code = r.exit_code;
@@ -412,7 +431,7 @@ nlohmann::json run_ncu(profile_session& s, const kernel_profile_request& req, ke
   const bool sudo = ncu_sudo_requested(req.env);
   // One command: the whole budget less the kill reserve, capped like every profiler command.
   double share = std::clamp(out.budget_s - 1.0, 1.0, req.per_command_cap_s > 0 ? req.per_command_cap_s : 1e9);
-  ncu_invocation inv = plan_ncu({s.python(), launcher, s.dir().string(), id, binary, filter, sudo}, share);
+  ncu_invocation inv = plan_ncu({s.python(), launcher, s.dir().string(), id, binary, filter, sudo, ""}, share);
   const std::string name = "ncu";
   double t = s.timeout_for("ncu", name, inv.timeout_s);
   for (const auto& p : inv.expected_outputs) {
@@ -582,19 +601,20 @@ double budget_of(const kernel_profile_request& r) {
   return r.budget_s > 0 ? r.budget_s : default_profile_budget_s(1800);
 }
 
-/// Kernels can share one profiler process when everything but the kernel is the same: the tool, the
-/// problem, the interpreter, the device, the dtype and size, the sandbox.
+/// A request that can run in the same profiler process as `a`: NVIDIA, and everything but the kernel
+/// the same (the problem, the interpreter, the device, the dtype and size, the sandbox, the tool).
+bool same_profiler_process(const kernel_profile_request& a, const kernel_profile_request& r) {
+  return r.platform == "nvidia" && a.platform == "nvidia" && !r.dir.empty() && !r.code.empty() &&
+         r.problem_path == a.problem_path && r.python == a.python && r.install_root == a.install_root &&
+         r.device == a.device && r.dtype == a.dtype && r.size == a.size && r.sandbox_mode == a.sandbox_mode &&
+         r.env == a.env && r.kwargs.ncu_bin_path == a.kwargs.ncu_bin_path;
+}
+
+/// Kernels can share one profiler process when everything but the kernel is the same.
 bool batchable(const std::vector<kernel_profile_request>& reqs) {
   if (reqs.size() < 2) return false;
-  const auto& a = reqs.front();
-  for (const auto& r : reqs) {
-    if (r.platform != "nvidia" || r.dir.empty() || r.code.empty()) return false;
-    if (r.problem_path != a.problem_path || r.python != a.python || r.install_root != a.install_root ||
-        r.device != a.device || r.dtype != a.dtype || r.size != a.size || r.sandbox_mode != a.sandbox_mode ||
-        r.env != a.env || r.kwargs.ncu_bin_path != a.kwargs.ncu_bin_path)
-      return false;
-  }
-  return true;
+  return std::all_of(reqs.begin(), reqs.end(),
+                     [&](const kernel_profile_request& r) { return same_profiler_process(reqs.front(), r); });
 }
 
 /// Puts `rec` (with `verdict`) first in the invocations.jsonl of `dir` (created), before what a
@@ -607,95 +627,345 @@ void prepend_record(const fs::path& dir, invocation_record rec, const std::strin
   write_text(path, redact(nlohmann::json(rec).dump()) + "\n" + read_file_if_present(path).value_or(""));
 }
 
+/// What one profiler process of a batch left behind, as the kernels' outcomes are made from it.
+struct batch_run {
+  std::vector<std::optional<kernel_profile_outcome>> got;  ///< per request: attributed, or empty
+  std::optional<invocation_record> record;                 ///< the process's invocation, once it ran
+  std::string why_not;                                     ///< why a kernel was not delivered
+  double wall_s = 0;
+};
+
+/// The Triton kernel each request launches ("" unknown).
+std::vector<std::string> kernel_names_of(const std::vector<kernel_profile_request>& reqs) {
+  std::vector<std::string> names;
+  for (const auto& r : reqs) names.push_back(!r.kernel_name.empty() ? r.kernel_name : derive_kernel_name(r.code).value_or(""));
+  return names;
+}
+
+double batch_budget(const std::vector<kernel_profile_request>& reqs) {
+  double budget = 0;
+  for (const auto& r : reqs) budget = std::max(budget, budget_of(r));
+  return budget;
+}
+
+/// The batch's CSV, or (empty) the reason it gives none, in `b.why_not`.
+std::optional<ncu_table> batch_table(profile_session& s, const invocation_record& r, const ncu_invocation& inv,
+                                     bool sudo, batch_run& b) {
+  try {
+    return load_ncu_csv(inv.log_file, inv.kernel_filter);
+  } catch (const std::exception& e) {
+    b.why_not = r.timed_out ? fmt::format("ncu timed out after {:g} s", r.timeout_s)
+                : (r.exit_code != 0 || r.term_signal != 0)
+                    ? ncu_failure_message(r.term_signal != 0 ? -r.term_signal : r.exit_code, s.last_output(), sudo)
+                    : std::string(e.what());
+    return std::nullopt;
+  }
+}
+
+/// Each kernel's outcome from its part of the batch's table (the same selection rules as a profile
+/// of its own); returns how many were attributed.
+size_t attribute_batch(const std::vector<kernel_profile_request>& reqs, const std::vector<std::string>& names,
+                       const std::vector<ncu_table>& parts, const nlohmann::json& common, batch_run& b) {
+  size_t attributed = 0;
+  for (size_t i = 0; i < reqs.size() && i < parts.size(); ++i) {
+    if (parts[i].rows.empty()) continue;
+    kernel_profile_outcome o;
+    o.platform = "nvidia";
+    o.budget_s = budget_of(reqs[i]);
+    try {
+      auto sel = select_ncu_kernel(parts[i], names[i].empty() ? std::nullopt : std::optional<std::string>(names[i]));
+      o.ok = true;
+      o.kernel_name = sel.kernel_name;
+      o.metrics = sel.metrics;
+      nlohmann::json detail = sel;
+      for (const auto& [k, v] : common.items()) detail[k] = v;
+      detail["batch"]["index"] = i;
+      o.detail = detail;
+      b.got[i] = std::move(o);
+      ++attributed;
+    } catch (const std::exception&) {
+      // Rows, but not of its kernel: profiled again on its own.
+    }
+  }
+  if (attributed < reqs.size()) b.why_not = "no rows of this kernel in the batch's output";
+  return attributed;
+}
+
 /// The batch's one ncu process. Returns the outcome of each kernel whose rows it attributed; the
 /// others (no row after their marker: the batch failed or ended before them, or the kernel failed in
 /// it) are left empty, with why in `why_not`.
-std::vector<std::optional<kernel_profile_outcome>> run_ncu_batch(const std::vector<kernel_profile_request>& reqs,
-                                                                 std::optional<invocation_record>& batch_record,
-                                                                 std::string& why_not, double& batch_wall_s) {
-  std::vector<std::optional<kernel_profile_outcome>> got(reqs.size());
-  kernel_profile_request b = reqs.front();
+batch_run run_ncu_batch(const std::vector<kernel_profile_request>& reqs) {
+  batch_run b;
+  b.got.resize(reqs.size());
+  kernel_profile_request br = reqs.front();
   std::vector<std::pair<std::string, std::string>> kernels;
-  std::vector<std::string> names;
-  double budget = 0;
-  for (size_t i = 0; i < reqs.size(); ++i) {
-    kernels.emplace_back(fmt::format("k{}", i), reqs[i].code);
-    names.push_back(!reqs[i].kernel_name.empty() ? reqs[i].kernel_name : derive_kernel_name(reqs[i].code).value_or(""));
-    budget = std::max(budget, budget_of(reqs[i]));
-  }
-  b.budget_s = budget;
-  b.kernel_id = "batch_" + sanitize_kernel_id(reqs.front().kernel_id);
-  b.dir = (fs::path(reqs.front().dir).parent_path() / b.kernel_id).string();
+  for (size_t i = 0; i < reqs.size(); ++i) kernels.emplace_back(fmt::format("k{}", i), reqs[i].code);
+  const auto names = kernel_names_of(reqs);
+  const double budget = batch_budget(reqs);
+  br.budget_s = budget;
+  br.kernel_id = "batch_" + sanitize_kernel_id(reqs.front().kernel_id);
+  br.dir = (fs::path(reqs.front().dir).parent_path() / br.kernel_id).string();
   kernel_profile_outcome bo;
   bo.budget_s = budget;
-  profile_session s(b, bo);
+  profile_session s(br, bo);
   try {
-    const auto launcher = s.prepare(b.kernel_id, kernels);
-    const auto binary = absolute_command(find_ncu_binary(b.kwargs, b.env));
-    const bool sudo = ncu_sudo_requested(b.env);
+    const auto launcher = s.prepare(br.kernel_id, kernels);
+    const auto binary = absolute_command(find_ncu_binary(br.kwargs, br.env));
+    const bool sudo = ncu_sudo_requested(br.env);
     const auto filter = ncu_batch_filter(names);
-    const double share = std::clamp(budget - 1.0, 1.0, b.per_command_cap_s > 0 ? b.per_command_cap_s : 1e9);
-    auto inv = plan_ncu({s.python(), launcher, s.dir().string(), b.kernel_id, binary, filter, sudo}, share);
+    const double share = std::clamp(budget - 1.0, 1.0, br.per_command_cap_s > 0 ? br.per_command_cap_s : 1e9);
+    auto inv = plan_ncu({s.python(), launcher, s.dir().string(), br.kernel_id, binary, filter, sudo, ""}, share);
     for (const auto& p : inv.expected_outputs) {
       std::error_code ec;
       fs::remove(p, ec);
     }
     auto& r = s.run(fmt::format("ncu (batch of {})", reqs.size()), inv.argv, s.child_env(inv.env_overrides),
                     s.timeout_for("ncu", "ncu batch", inv.timeout_s), inv.expected_outputs);
-    batch_wall_s = r.wall_s;
+    b.wall_s = r.wall_s;
     // The wrapper exits 1 when one kernel of the batch failed: the others' rows still count.
-    ncu_table table;
-    try {
-      table = load_ncu_csv(inv.log_file, inv.kernel_filter);
-    } catch (const std::exception& e) {
-      why_not = r.timed_out ? fmt::format("ncu timed out after {:g} s", r.timeout_s)
-                : (r.exit_code != 0 || r.term_signal != 0)
-                    ? ncu_failure_message(r.term_signal != 0 ? -r.term_signal : r.exit_code, s.last_output(), sudo)
-                    : std::string(e.what());
-      s.settle("failed: " + why_not);
-      batch_record = s.last_record();
-      return got;
+    auto table = batch_table(s, r, inv, sudo, b);
+    if (!table) {
+      s.settle("failed: " + b.why_not);
+      b.record = s.last_record();
+      return b;
     }
-    const auto parts = split_ncu_batch(table, reqs.size());
-    size_t attributed = 0;
-    for (size_t i = 0; i < reqs.size(); ++i) {
-      if (parts[i].rows.empty()) continue;
-      kernel_profile_outcome o;
-      o.platform = "nvidia";
-      o.budget_s = budget_of(reqs[i]);
-      try {
-        auto sel = select_ncu_kernel(parts[i], names[i].empty() ? std::nullopt : std::optional<std::string>(names[i]));
-        o.ok = true;
-        o.kernel_name = sel.kernel_name;
-        o.metrics = sel.metrics;
-        nlohmann::json detail = sel;
-        detail["ncu_bin"] = binary;
-        detail["kernel_filter"] = filter;
-        detail["batch"] = {{"dir", s.dir().string()}, {"index", i}, {"kernels", reqs.size()},
-                           {"csv", inv.log_file}};
-        o.detail = detail;
-        got[i] = std::move(o);
-        ++attributed;
-      } catch (const std::exception&) {
-        // Rows, but not of its kernel: profiled again on its own.
-      }
-    }
+    const nlohmann::json common{{"ncu_bin", binary}, {"kernel_filter", filter},
+                                {"batch", {{"dir", s.dir().string()}, {"kernels", reqs.size()}, {"csv", inv.log_file}}}};
+    const auto attributed = attribute_batch(reqs, names, split_ncu_batch(*table, reqs.size()), common, b);
     s.settle(fmt::format("accepted: {} of {} kernels attributed", attributed, reqs.size()));
-    batch_record = s.last_record();
-    if (attributed < reqs.size()) why_not = "no rows of this kernel in the batch's output";
+    b.record = s.last_record();
   } catch (const profile_failure& f) {
-    why_not = f.error;
+    b.why_not = f.error;
   } catch (const std::exception& e) {
-    why_not = std::string("profiler: ") + e.what();
+    b.why_not = std::string("profiler: ") + e.what();
   }
-  return got;
+  return b;
 }
 
-std::vector<kernel_profile_outcome> profile_batch_uncached(const std::vector<kernel_profile_request>& reqs);
+/// The range the standby's ncu profiles: the wrapper's measured calls, whatever their kernels' names.
+constexpr const char* standby_nvtx_include = "kagent_measured/";
+
+} // namespace
+
+// ---- a profiler started before its kernels exist (NVIDIA) -------------------------------------------
+
+struct profiler_standby::process {
+  kernel_profile_request like;   ///< the settings it serves; dir is its own directory
+  kernel_profile_outcome scratch;
+  std::unique_ptr<profile_session> session;
+  std::string key;               ///< its thread's work scope: cancel_work(key) kills the process
+  ncu_invocation inv;
+  std::string binary;
+  bool sudo = false;
+  double idle_s = 0;
+  std::promise<process_result> promise;
+  std::future<process_result> result;
+  std::thread thread;
+
+  bool ended() const { return result.wait_for(std::chrono::seconds(0)) == std::future_status::ready; }
+  /// Kills it (when still running) and reaps its thread.
+  process_result finish() {
+    if (!ended()) cancel_work(key);
+    auto r = result.get();
+    if (thread.joinable()) thread.join();
+    return r;
+  }
+  ~process() {
+    if (thread.joinable()) {
+      cancel_work(key);
+      thread.join();
+    }
+  }
+};
+
+profiler_standby::profiler_standby() = default;
+profiler_standby::~profiler_standby() { stop(); }
+
+void profiler_standby::stop() {
+  if (p_) p_->finish();
+  p_.reset();
+}
+
+bool profiler_standby::waiting() const { return p_ && !p_->ended(); }
+
+bool profiler_standby::start(const kernel_profile_request& like, double idle_s) {
+  if (p_) {
+    if (!p_->ended()) return true;
+    take({});  // ended by itself: reaped and counted
+  }
+  if (ended_early_ >= 2 || like.platform != "nvidia" || like.dir.empty() || idle_s <= 0 || should_give_up() ||
+      env_get(like.env, "KAGENT_NCU_STANDBY").value_or("") == "0")
+    return false;
+  auto p = std::make_unique<process>();
+  p->like = like;
+  p->like.code.clear();
+  p->like.budget_s = budget_of(like);
+  const auto id = sanitize_kernel_id(fmt::format("{}_{}", like.kernel_id.empty() ? "standby" : like.kernel_id,
+                                                 started_ + 1));
+  p->like.kernel_id = id;
+  p->like.dir = (fs::path(like.dir).parent_path() / id).string();
+  p->idle_s = idle_s;
+  p->session = std::make_unique<profile_session>(p->like, p->scratch);
+  try {
+    const auto launcher = p->session->prepare(id, {}, idle_s);
+    p->binary = absolute_command(find_ncu_binary(like.kwargs, like.env));
+    p->sudo = ncu_sudo_requested(like.env);
+    ncu_target t{p->session->python(), launcher, p->session->dir().string(), id, p->binary, "", p->sudo, standby_nvtx_include};
+    p->inv = plan_ncu(t, idle_s + p->like.budget_s);
+    for (const auto& f : p->inv.expected_outputs) {
+      std::error_code ec;
+      fs::remove(f, ec);
+    }
+    // It waits up to idle_s for its batch, then runs that under the budget: its deadline covers both.
+    auto spec = p->session->spec_for(p->inv.argv, p->session->child_env(p->inv.env_overrides),
+                                     idle_s + p->like.budget_s + 30);
+    p->key = fmt::format("ncu standby {} of device profile dir {}", started_ + 1, p->like.dir);
+    p->result = p->promise.get_future();
+    auto* raw = p.get();
+    p->thread = std::thread([raw, spec = std::move(spec)] {
+      work_scope scope(raw->key);
+      raw->promise.set_value(run_process(spec));
+    });
+  } catch (const std::exception&) {
+    ++ended_early_;  // no ncu, no wrapper: a fresh profile reports it
+    return false;
+  }
+  ++started_;
+  p_ = std::move(p);
+  return true;
+}
+
+std::unique_ptr<profiler_standby::process> profiler_standby::take(const std::vector<kernel_profile_request>& reqs) {
+  if (!p_) return nullptr;
+  if (p_->ended()) {
+    // Gone before its batch: waited idle_s for nothing (fine), or broken (counted: two in a row and
+    // no standby starts again, every profile is a fresh one that reports what is wrong).
+    auto r = p_->finish();
+    if (r.out.find("standby: no batch") == std::string::npos) ++ended_early_;
+    p_.reset();
+    return nullptr;
+  }
+  if (reqs.empty()) return nullptr;
+  for (const auto& r : reqs)
+    if (!same_profiler_process(p_->like, r)) return nullptr;
+  ended_early_ = 0;
+  ++served_;
+  return std::move(p_);
+}
+
+namespace {
+
+/// The standby's process runs `reqs`: the kernels go into its directory, the batch file is renamed
+/// into place (the wrapper polls for it), and the process is waited for under the batch's budget,
+/// timed from the hand-over. Each kernel's rows are the launches inside its range kagent_kernel:kI.
+batch_run run_ncu_standby(const std::vector<kernel_profile_request>& reqs, profiler_standby::process& p) {
+  batch_run b;
+  b.got.resize(reqs.size());
+  auto& s = *p.session;
+  const auto names = kernel_names_of(reqs);
+  const double budget = batch_budget(reqs);
+  std::vector<std::string> ids;
+  try {
+    nlohmann::json items = nlohmann::json::array();
+    for (size_t i = 0; i < reqs.size(); ++i) {
+      ids.push_back(fmt::format("k{}", i));
+      const auto kernel = s.dir() / (ids.back() + "_kernel.py");
+      write_text(kernel, reqs[i].code);
+      items.push_back({ids.back(), kernel.string()});
+    }
+    const auto batch = s.dir() / "batch.json";
+    write_text(s.dir() / "batch.json.tmp", nlohmann::json{{"kernels", items}}.dump() + "\n");
+    fs::rename(s.dir() / "batch.json.tmp", batch);
+  } catch (const std::exception& e) {
+    p.finish();
+    b.why_not = std::string("profiler: cannot hand the batch to the standby: ") + e.what();
+    return b;
+  }
+  const double handed = s.elapsed();
+  const double limit = std::max(1.0, budget - kill_grace_s);
+  const bool in_time = p.result.wait_for(std::chrono::duration<double>(limit)) == std::future_status::ready;
+  auto r = p.finish();
+  if (!in_time && !stop_requested()) {
+    r.timed_out = true;  // killed by us at the budget
+    r.stopped = false;
+  }
+  auto& rec = s.record(fmt::format("ncu (standby, batch of {})", reqs.size()), p.inv.argv, limit, handed, r,
+                       p.inv.expected_outputs);
+  b.wall_s = rec.wall_s;
+  const auto lead = fmt::format("the standby started {:.1f} s before its batch", handed);
+  if (r.out.find(fmt::format("standby: batch of {} received", reqs.size())) == std::string::npos && !r.timed_out) {
+    // It ended without running this batch (a crash at start-up, an early exit): nothing it wrote counts.
+    b.why_not = "the standby profiler ended before it ran its batch (" + r.describe() + ")";
+    s.settle("failed: " + b.why_not);
+    b.record = s.last_record();
+    return b;
+  }
+  auto table = batch_table(s, rec, p.inv, p.sudo, b);
+  if (!table) {
+    s.settle("failed: " + b.why_not + "; " + lead);
+    b.record = s.last_record();
+    return b;
+  }
+  const nlohmann::json common{{"ncu_bin", p.binary},
+                              {"kernel_filter", ""},
+                              {"nvtx_include", standby_nvtx_include},
+                              {"batch", {{"dir", s.dir().string()}, {"kernels", reqs.size()}, {"csv", p.inv.log_file},
+                                         {"standby_lead_s", handed}}}};
+  const auto attributed = attribute_batch(reqs, names, split_ncu_by_range(*table, ids), common, b);
+  s.settle(fmt::format("accepted: {} of {} kernels attributed; {}", attributed, reqs.size(), lead));
+  b.record = s.last_record();
+  return b;
+}
+
+/// The kernels' outcomes from a batch's process: each attributed one gets the batch's record, its
+/// kernel and its metrics.json in its own dir; one the batch did not deliver is profiled on its own
+/// with what the batch left of its budget, the batch's record first in its invocations.
+std::vector<kernel_profile_outcome> finish_batch(const std::vector<kernel_profile_request>& reqs, batch_run& b) {
+  std::vector<kernel_profile_outcome> out;
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    const auto& req = reqs[i];
+    if (b.got[i]) {
+      auto o = std::move(*b.got[i]);
+      if (b.record) o.records.push_back(*b.record);
+      o.wall_s = b.wall_s;
+      add_roofline(req, o);
+      const auto id = sanitize_kernel_id(req.kernel_id.empty() ? "profile" : req.kernel_id);
+      try {
+        std::error_code ec;
+        fs::remove(fs::path(req.dir) / "invocations.jsonl", ec);
+        prepend_record(req.dir, o.records.empty() ? invocation_record{} : o.records.back(),
+                       fmt::format("accepted (kernel {} of a batch of {})", i + 1, reqs.size()));
+        write_text(fs::path(req.dir) / (id + "_kernel.py"), req.code);
+        write_metrics_file(req.dir, req, o, o.detail);
+      } catch (const std::exception&) {
+      }
+      out.push_back(std::move(o));
+      continue;
+    }
+    auto alone = req;
+    alone.budget_s = std::max(1.0, budget_of(req) - b.wall_s);
+    auto o = profile_uncached(alone);
+    o.budget_s = budget_of(req);
+    if (b.record) {
+      o.records.insert(o.records.begin(), *b.record);
+      prepend_record(req.dir, *b.record, "rejected: " + b.why_not + "; profiled on its own");
+    }
+    out.push_back(std::move(o));
+  }
+  return out;
+}
+
+std::vector<kernel_profile_outcome> profile_batch_uncached(const std::vector<kernel_profile_request>& reqs,
+                                                           std::unique_ptr<profiler_standby::process> standby);
 
 } // namespace
 
 std::vector<kernel_profile_outcome> profile_kernels(const std::vector<kernel_profile_request>& reqs) {
+  return profile_kernels(reqs, nullptr);
+}
+
+std::vector<kernel_profile_outcome> profile_kernels(const std::vector<kernel_profile_request>& reqs,
+                                                   profiler_standby* standby) {
   // The cached ones first: only the others reach the profiler (together, where they can).
   std::vector<std::optional<kernel_profile_outcome>> got(reqs.size());
   std::vector<kernel_profile_request> todo;
@@ -711,7 +981,7 @@ std::vector<kernel_profile_outcome> profile_kernels(const std::vector<kernel_pro
     at.push_back(i);
     keys.push_back(key);
   }
-  auto done = profile_batch_uncached(todo);
+  auto done = profile_batch_uncached(todo, standby ? standby->take(todo) : nullptr);
   for (size_t k = 0; k < done.size() && k < at.size(); ++k) {
     store_cached_profile(reqs[at[k]].cache_root, keys[k], done[k]);
     got[at[k]] = std::move(done[k]);
@@ -723,48 +993,19 @@ std::vector<kernel_profile_outcome> profile_kernels(const std::vector<kernel_pro
 
 namespace {
 
-std::vector<kernel_profile_outcome> profile_batch_uncached(const std::vector<kernel_profile_request>& reqs) {
-  std::vector<kernel_profile_outcome> out;
+std::vector<kernel_profile_outcome> profile_batch_uncached(const std::vector<kernel_profile_request>& reqs,
+                                                           std::unique_ptr<profiler_standby::process> standby) {
+  if (standby) {
+    auto b = run_ncu_standby(reqs, *standby);
+    return finish_batch(reqs, b);
+  }
   if (!batchable(reqs)) {
+    std::vector<kernel_profile_outcome> out;
     for (const auto& r : reqs) out.push_back(profile_uncached(r));
     return out;
   }
-  std::optional<invocation_record> batch_record;
-  std::string why_not;
-  double batch_wall_s = 0;
-  auto got = run_ncu_batch(reqs, batch_record, why_not, batch_wall_s);
-  for (size_t i = 0; i < reqs.size(); ++i) {
-    const auto& req = reqs[i];
-    if (got[i]) {
-      auto o = std::move(*got[i]);
-      if (batch_record) o.records.push_back(*batch_record);
-      o.wall_s = batch_wall_s;
-      add_roofline(req, o);
-      const auto id = sanitize_kernel_id(req.kernel_id.empty() ? "profile" : req.kernel_id);
-      try {
-        std::error_code ec;
-        fs::remove(fs::path(req.dir) / "invocations.jsonl", ec);
-        prepend_record(req.dir, o.records.empty() ? invocation_record{} : o.records.back(),
-                       fmt::format("accepted (kernel {} of a batch of {})", i + 1, reqs.size()));
-        write_text(fs::path(req.dir) / (id + "_kernel.py"), req.code);
-        write_metrics_file(req.dir, req, o, o.detail);
-      } catch (const std::exception&) {
-      }
-      out.push_back(std::move(o));
-      continue;
-    }
-    // Not in the batch's output: its own profile, with what the batch left of its budget.
-    auto alone = req;
-    alone.budget_s = std::max(1.0, budget_of(req) - batch_wall_s);
-    auto o = profile_uncached(alone);
-    o.budget_s = budget_of(req);
-    if (batch_record) {
-      o.records.insert(o.records.begin(), *batch_record);
-      prepend_record(req.dir, *batch_record, "rejected: " + why_not + "; profiled on its own");
-    }
-    out.push_back(std::move(o));
-  }
-  return out;
+  auto b = run_ncu_batch(reqs);
+  return finish_batch(reqs, b);
 }
 
 } // namespace

@@ -19,6 +19,7 @@
 // kill's grace). Blocking; meant for a detached actor.
 #include <nlohmann/json.hpp>
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -113,6 +114,56 @@ kernel_profile_outcome profile_kernel(const kernel_profile_request& req);
 /// attribution here) or requests that differ: each profiled on its own. One outcome per request, in
 /// order; never throws.
 std::vector<kernel_profile_outcome> profile_kernels(const std::vector<kernel_profile_request>& reqs);
+
+/// A profiler started before its kernels exist (issue 14: "a parent's profile <= 3 s"). Of a fresh
+/// ncu profile's 9-14 s, ncu's start, the interpreter, torch, Triton and the CUDA context take 6-7 s
+/// and do not depend on the kernel. A standby is that process started ahead, while the device does
+/// other work: `ncu ... --nvtx --nvtx-include kagent_measured/ python profile_wrapper.py --standby
+/// DIR` in `<parent of like.dir>/standby_<n>/`, under the same sandbox, budget rules and records as a
+/// batch. It launches nothing on the device and holds no input until its batch comes, so it does not
+/// disturb a benchmark that runs meanwhile. profile_kernels(reqs, standby) hands it the batch
+/// (DIR/batch.json): each kernel's rows are the launches inside its NVTX range kagent_kernel:<ID>
+/// (split_ncu_by_range); a kernel it does not deliver is profiled on its own, as in any batch. A
+/// standby serves one batch and exits (candidate code never shares a process with a later one).
+/// NVIDIA only (a rocprofv3 profile is several commands); KAGENT_NCU_STANDBY=0 in the request's
+/// environment turns it off. Not thread-safe: one owner (a device actor) uses it.
+class profiler_standby {
+public:
+  profiler_standby();
+  ~profiler_standby();  ///< a waiting process is killed and reaped
+  profiler_standby(const profiler_standby&) = delete;
+  profiler_standby& operator=(const profiler_standby&) = delete;
+
+  /// Starts one for requests like `like` (its code is ignored) unless one is already waiting, or
+  /// the last two ended on their own before their batch (a broken profiler: then it stays off).
+  /// `idle_s`: the process gives up waiting after this long. Returns whether one is waiting now.
+  bool start(const kernel_profile_request& like, double idle_s = 900);
+  /// Kills a waiting one.
+  void stop();
+  /// A standby is running (it may still be starting up).
+  bool waiting() const;
+  /// How many were started; how many served a batch.
+  int started() const { return started_; }
+  int served() const { return served_; }
+
+  struct process;
+
+private:
+  friend std::vector<kernel_profile_outcome> profile_kernels(const std::vector<kernel_profile_request>& reqs,
+                                                             profiler_standby* standby);
+  /// The waiting process when it can run `reqs` (the same problem, interpreter, device, dtype, size,
+  /// sandbox, environment and ncu), handed over; a process that ended by itself is reaped and counted.
+  std::unique_ptr<process> take(const std::vector<kernel_profile_request>& reqs);
+  std::unique_ptr<process> p_;
+  int started_ = 0;
+  int served_ = 0;
+  int ended_early_ = 0;  ///< in a row
+};
+
+/// profile_kernels with a standby: when it can run the requests (NVIDIA, the same settings), they go
+/// to it instead of a new profiler process.
+std::vector<kernel_profile_outcome> profile_kernels(const std::vector<kernel_profile_request>& reqs,
+                                                   profiler_standby* standby);
 
 /// The Triton kernel a candidate launches: the first @triton.jit (or @jit) function whose name is
 /// followed by '[' somewhere in the code (a grid launch); when none is, the only @triton.jit function

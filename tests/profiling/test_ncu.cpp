@@ -29,7 +29,7 @@ bool has(const std::vector<std::string>& v, const std::string& s) { return std::
 
 TEST(NcuPlan, FiltersByKernelNameWithoutLaunchSkipAndUsesAPerKernelLogFile) {
   auto inv = plan_ncu({"python3", "/art/ncu_wrapper.py", "/art", "w1_r2_sol", "/usr/local/cuda/bin/ncu",
-                       "matvec_kernel", false});
+                       "matvec_kernel", false, ""});
   const auto& a = inv.argv;
   EXPECT_EQ(a[0], "/usr/local/cuda/bin/ncu");
   auto k = std::find(a.begin(), a.end(), "--kernel-name");
@@ -49,13 +49,27 @@ TEST(NcuPlan, FiltersByKernelNameWithoutLaunchSkipAndUsesAPerKernelLogFile) {
   EXPECT_EQ(std::count(list.begin(), list.end(), ',') + 1, 30);
   EXPECT_NE(list.find("sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed"), std::string::npos);
   EXPECT_EQ(inv.env_overrides.at("TRITON_CACHE_DIR"), "/art/.triton_cache");
-  auto other = plan_ncu({"python3", "/art/ncu_wrapper.py", "/art", "w1_r2_current", "/x/ncu", "", false});
+  auto other = plan_ncu({"python3", "/art/ncu_wrapper.py", "/art", "w1_r2_current", "/x/ncu", "", false, ""});
   EXPECT_NE(other.log_file, inv.log_file);  // the SOL profile never overwrites the round profile (B.107)
   EXPECT_FALSE(has(other.argv, "--kernel-name"));
 }
 
+TEST(NcuPlan, AStandbyFiltersByTheMeasuredRangeNotByAName) {
+  // Started before its kernels exist: no name to filter by; the NVTX range of the measured calls
+  // selects exactly those launches, and a name given as well is not used.
+  auto inv = plan_ncu({"python3", "/w.py", "/art", "standby_1", "/bin/ncu", "matvec_kernel", false, "kagent_measured/"});
+  const auto& a = inv.argv;
+  EXPECT_FALSE(has(a, "--kernel-name"));
+  EXPECT_TRUE(inv.kernel_filter.empty());
+  auto n = std::find(a.begin(), a.end(), "--nvtx-include");
+  ASSERT_NE(n, a.end());
+  EXPECT_EQ(*(n + 1), "kagent_measured/");
+  EXPECT_EQ(*(n - 1), "--nvtx");
+  EXPECT_EQ(a[a.size() - 2], "python3");
+}
+
 TEST(NcuPlan, SudoPrefixOnlyWhenAsked) {
-  auto inv = plan_ncu({"python3", "/w.py", "/art", "k", "/bin/ncu", "", true});
+  auto inv = plan_ncu({"python3", "/w.py", "/art", "k", "/bin/ncu", "", true, ""});
   EXPECT_EQ(inv.argv[0], "sudo");
   EXPECT_EQ(inv.argv[1], "-E");
   EXPECT_EQ(inv.argv[2].rfind("--preserve-env=PATH,LD_LIBRARY_PATH,CUDA_VISIBLE_DEVICES", 0), 0u);
@@ -219,6 +233,48 @@ TEST(NcuBatch, AKernelWhoseMarkerNeverRanHasNoRowsAndStrayMarkersAreIgnored) {
   EXPECT_EQ(parts[0].rows.size(), 4u);
   EXPECT_TRUE(parts[1].rows.empty());
   EXPECT_EQ(split_ncu_batch(t, 3)[2].rows.size(), 0u);
+}
+
+TEST(NcuStandby, EachKernelsRowsAreTheLaunchesInsideItsNvtxRangeOnRealOutput) {
+  // Real H100 output of a standby batch (no name filter, no marker): k0's measured call launched one
+  // kernel, k1's three (PyTorch's zero fill, the split-K kernel, PyTorch's copy).
+  const auto t = parse_ncu_csv(read_file(fixture("ncu_standby_matvec/ncu_raw.csv")));
+  ASSERT_EQ(t.rows.size(), 4u);
+  EXPECT_EQ(nvtx_kernel_range(t.rows[0].nvtx).value_or(""), "k0");
+  const auto parts = split_ncu_by_range(t, {"k0", "k1"});
+  ASSERT_EQ(parts.size(), 2u);
+  ASSERT_EQ(parts[0].rows.size(), 1u);
+  EXPECT_EQ(parts[0].rows[0].kernel_name, "matvec_kernel");
+  ASSERT_EQ(parts[1].rows.size(), 3u);
+  EXPECT_EQ(parts[1].columns, t.columns);
+  auto a = select_ncu_kernel(parts[0], std::string("matvec_kernel"));
+  EXPECT_EQ(a.id, 0);
+  EXPECT_DOUBLE_EQ(a.metrics.at("gpu__time_duration.sum"), 2389024);
+  auto b = select_ncu_kernel(parts[1], std::string("matvec_splitk_kernel"));
+  EXPECT_EQ(b.id, 2);
+  EXPECT_DOUBLE_EQ(b.metrics.at("gpu__time_duration.sum"), 1410112);
+  // Unnamed: the busiest kernel outside at:: of its range, never PyTorch's fill or copy.
+  EXPECT_EQ(select_ncu_kernel(parts[1]).kernel_name, "matvec_splitk_kernel");
+  // Ids in another order, an id the batch never ran, rows outside any kernel range.
+  const auto swapped = split_ncu_by_range(t, {"k1", "k0", "k7"});
+  EXPECT_EQ(swapped[0].rows.size(), 3u);
+  EXPECT_EQ(swapped[1].rows.size(), 1u);
+  EXPECT_TRUE(swapped[2].rows.empty());
+  auto stray = t;
+  stray.rows[0].nvtx = "\"<default domain>:kagent_measured:none:none:none:none:none:none\"";
+  EXPECT_TRUE(split_ncu_by_range(stray, {"k0", "k1"})[0].rows.empty());
+}
+
+TEST(NcuStandby, TheKernelRangeIsReadFromTheNvtxCell) {
+  EXPECT_EQ(nvtx_kernel_range("\"<default domain>:kagent_measured:none\"  \"<default domain>:kagent_kernel:k12:none:none\"")
+                .value_or(""),
+            "k12");
+  EXPECT_EQ(nvtx_kernel_range("<default domain>:kagent_kernel:k3").value_or(""), "k3");
+  EXPECT_FALSE(nvtx_kernel_range("").has_value());
+  EXPECT_FALSE(nvtx_kernel_range("\"<default domain>:kagent_kernel::none\"").has_value());
+  // Rows of output without --nvtx carry no range.
+  const auto plain = parse_ncu_csv(read_file(fixture("ncu_batch_matvec/ncu_raw.csv")));
+  for (const auto& r : plain.rows) EXPECT_TRUE(r.nvtx.empty());
 }
 
 TEST(NcuBatch, TheFilterNamesTheMarkerAndEachKernelOnceEscaped) {
