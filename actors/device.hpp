@@ -45,6 +45,10 @@ private:
   context_ptr ctx_;
   int device_id_ = 0;
   std::unique_ptr<device_backend> backend_;  ///< started with the first evaluation
+  /// The next profile's ncu process, started ahead (NVIDIA; profiler_standby): at the actor's start
+  /// and again after each profile, so that a profile finds one ready.
+  profiler_standby standby_;
+  void arm_standby();
   int unnamed_ = 0;                           ///< profiles that came without a profile_id
 };
 

@@ -182,8 +182,11 @@ TEST(ProfilerActor, NvidiaFailureDoesNotGoSyntheticAndTheNextProfileRuns) {
   actor_case c("nvidia", {});
   const std::string fx = fixture_copy(c.root, "ncu_h200_matvec");
   write_file(fx + "/faults", "exit_nonzero\n");
-  c.ctx->child_env =
-      fake_env({{"FAKE_NCU_FIXTURES", fx}, {"FAKE_NCU_LOG", c.log_path()}, {"FAKE_NCU_RUN_PROGRAM", "0"}});
+  // The fresh command's failures (no standby: KAGENT_NCU_STANDBY=0; test_profile_standby.cpp has those).
+  c.ctx->child_env = fake_env({{"FAKE_NCU_FIXTURES", fx},
+                               {"FAKE_NCU_LOG", c.log_path()},
+                               {"FAKE_NCU_RUN_PROGRAM", "0"},
+                               {"KAGENT_NCU_STANDBY", "0"}});
   c.start();
   auto r = c.ask(c.request("r1_c0"));
   EXPECT_TRUE(r.available);
@@ -208,7 +211,8 @@ TEST(ProfilerActor, SyntheticModeMessageStopsEveryLaterToolRun) {
   actor_case c("nvidia", {});
   c.ctx->child_env = fake_env({{"FAKE_NCU_FIXTURES", fixture("ncu_h200_matvec")},
                                {"FAKE_NCU_LOG", c.log_path()},
-                               {"FAKE_NCU_RUN_PROGRAM", "0"}});
+                               {"FAKE_NCU_RUN_PROGRAM", "0"},
+                               {"KAGENT_NCU_STANDBY", "0"}});
   c.start();
   ASSERT_TRUE(c.ask(c.request("r1_c0")).ok);
   c.self->send(c.profiler, mode_atom::value, analysis_mode::synthetic);
@@ -324,7 +328,8 @@ TEST(ProfilerActor, NvidiaProfilesAskedTogetherShareOneProfilerProcess) {
   actor_case c("nvidia", {});
   c.ctx->child_env = fake_env({{"FAKE_NCU_FIXTURES", fixture("ncu_batch_matvec")},
                                {"FAKE_NCU_LOG", c.log_path()},
-                               {"FAKE_NCU_RUN_PROGRAM", "0"}});
+                               {"FAKE_NCU_RUN_PROGRAM", "0"},
+                               {"KAGENT_NCU_STANDBY", "0"}});
   c.start();
   // A round's two new parents: both requests are in the worker's mailbox before it dispatches.
   auto a = c.request("r1_c0");
@@ -351,4 +356,40 @@ TEST(ProfilerActor, NvidiaProfilesAskedTogetherShareOneProfilerProcess) {
   auto alone = c.ask(c.request("r2_c0"));
   ASSERT_TRUE(alone.ok) << alone.error;
   EXPECT_EQ(c.tool_runs(), 2u);
+}
+
+TEST(ProfilerActor, ANvidiaDeviceStartsItsNextProfilerAheadAndAProfileFindsItWaiting) {
+  // The fake ncu runs the real wrapper here (standby mode, on the CPU): the device actor starts a
+  // standby when it starts, the profile goes to it, and the next one is started at once.
+  const auto py = std::string(KAGENT_SOURCE_DIR) + "/.venv/bin/python";
+  if (!run_cmd({py, "-c", "import torch, triton"}, current_environment(), "", 120).ok())
+    GTEST_SKIP() << py << " cannot import torch and triton";
+  actor_case c("nvidia", {});
+  c.ctx->python = py;
+  c.ctx->child_env = fake_env({{"FAKE_NCU_FIXTURES", fixture("ncu_standby_matvec")},
+                               {"FAKE_NCU_LOG", c.log_path()},
+                               {"FAKE_NCU_RUN_PROGRAM", "1"}});
+  c.start();
+  const fs::path first = c.root.path / "profiles" / "standby_d2_1";
+  for (int i = 0; i < 2400 && !fs::exists(first / "standby.ready"); ++i) std::this_thread::sleep_for(50ms);
+  ASSERT_TRUE(fs::exists(first / "standby.ready")) << "no standby became ready";
+  ASSERT_EQ(c.tool_runs(), 1u);
+  auto r = c.ask(c.request("r1_c0"));
+  ASSERT_TRUE(r.ok) << r.error;
+  EXPECT_EQ(r.profile.kernel_name, "matvec_kernel");
+  EXPECT_DOUBLE_EQ(r.profile.metrics.at("gpu__time_duration.sum"), 2389024);
+  const auto inv = log_lines((c.root.path / "r1_c0" / "profile_r1_c0_sol" / "invocations.jsonl").string());
+  ASSERT_EQ(inv.size(), 1u);
+  EXPECT_EQ(inv[0]["name"], "ncu (standby, batch of 1)");
+  EXPECT_TRUE(fs::exists(first / "k0_kernel.py"));
+  // The next profile's standby is on its way.
+  for (int i = 0; i < 200 && c.tool_runs() < 2; ++i) std::this_thread::sleep_for(50ms);
+  const auto calls = log_lines(c.log_path());
+  ASSERT_EQ(calls.size(), 2u);
+  for (const auto& call : calls) {
+    const auto argv = call["argv"].get<std::vector<std::string>>();
+    EXPECT_NE(std::find(argv.begin(), argv.end(), "--nvtx-include"), argv.end());
+  }
+  EXPECT_TRUE(fs::exists(c.root.path / "profiles" / "standby_d2_2"));
+  EXPECT_TRUE(c.failures().empty());
 }

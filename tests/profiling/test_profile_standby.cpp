@@ -1,0 +1,224 @@
+// The standby profiler (platform/profiling/profile_runner.hpp, profiler_standby): the fake ncu runs the
+// real harness/profile_wrapper.py --standby on the CPU (the harness interpreter, Triton's interpreter)
+// and writes a real H100 capture of a standby batch (fixtures/profiling/ncu_standby_matvec).
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <filesystem>
+#include <thread>
+
+#include "platform/common/stop.hpp"
+#include "runner_support.hpp"
+
+namespace fs = std::filesystem;
+using namespace kagent;
+using namespace kagent::test;
+
+namespace {
+
+/// A kernel whose launched @triton.jit function is matvec_splitk_kernel (a real split-K matvec, so
+/// the wrapper's batch runs it in Triton's interpreter).
+std::string splitk_code() {
+  return R"(import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def matvec_splitk_kernel(a_ptr, b_ptr, c_ptr, M, K, stride_am, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr):
+    pid_m = tl.program_id(0)
+    pid_k = tl.program_id(1)
+    rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    rk = pid_k * BLOCK_K + tl.arange(0, BLOCK_K)
+    a = tl.load(a_ptr + rm[:, None] * stride_am + rk[None, :], mask=(rm[:, None] < M) & (rk[None, :] < K), other=0.0)
+    b = tl.load(b_ptr + rk, mask=rk < K, other=0.0)
+    part = tl.sum(a.to(tl.float32) * b.to(tl.float32)[None, :], axis=1)
+    tl.atomic_add(c_ptr + rm, part, mask=rm < M)
+
+
+def kernel_function(A, B):
+    M, K = A.shape
+    acc = torch.zeros(M, device=A.device, dtype=torch.float32)
+    grid = (triton.cdiv(M, 32), triton.cdiv(K, 64))
+    matvec_splitk_kernel[grid](A, B.reshape(-1), acc, M, K, A.stride(0), BLOCK_M=32, BLOCK_K=64)
+    return acc.to(A.dtype).reshape(M, 1)
+)";
+}
+
+/// Two requests (the starting kernel, a split-K one) and a standby like them, on the real wrapper.
+struct standby_case {
+  runner_case a;
+  kernel_profile_request b;
+  kernel_profile_request like;
+  explicit standby_case(const std::map<std::string, std::string>& extra = {}, double budget_s = 120)
+      : a("nvidia", "ncu_standby_matvec", with_program(extra), budget_s) {
+    a.req.python = harness_python();
+    a.req.kernel_id = "parent_r1_c0";
+    a.req.dir = a.root / "candidates/r1_c0/profile_parent_r1_c0";
+    b = a.req;
+    b.code = splitk_code();
+    b.kernel_id = "parent_r1_c3";
+    b.dir = a.root / "candidates/r1_c3/profile_parent_r1_c3";
+    like = a.req;
+    like.kernel_id = "standby_d0";
+    like.dir = a.root / "profiles/standby_d0";
+  }
+  static std::map<std::string, std::string> with_program(std::map<std::string, std::string> extra) {
+    extra.emplace("FAKE_NCU_RUN_PROGRAM", "1");  // the standby is a real process that waits
+    return extra;
+  }
+  std::vector<nlohmann::json> fake_calls() const { return log_lines(a.root / "fake.log"); }
+  std::vector<nlohmann::json> invocations(const kernel_profile_request& r) const {
+    return log_lines(r.dir + "/invocations.jsonl");
+  }
+  fs::path standby_dir(int n) const { return a.root / ("profiles/standby_d0_" + std::to_string(n)); }
+  /// Waits (bounded) until the n-th standby wrote standby.ready: torch imported, problem loaded.
+  bool wait_ready(int n, double limit_s = 120) const {
+    for (int i = 0; i < static_cast<int>(limit_s * 20); ++i) {
+      if (fs::exists(standby_dir(n) / "standby.ready")) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return false;
+  }
+};
+
+#define NEED_HARNESS_PYTHON()                                                                            \
+  if (!harness_python_usable()) GTEST_SKIP() << harness_python() << " cannot import torch and triton"
+
+} // namespace
+
+TEST(ProfilerStandby, ABatchGoesToTheWaitingProcessAndEachKernelGetsTheLaunchesOfItsRange) {
+  NEED_HARNESS_PYTHON();
+  standby_case c;
+  profiler_standby sb;
+  ASSERT_TRUE(sb.start(c.like, 300));
+  EXPECT_TRUE(sb.waiting());
+  ASSERT_TRUE(c.wait_ready(1)) << "the standby never became ready";
+  // Started before the kernels existed: an NVTX filter, no name filter, the wrapper in standby mode.
+  auto calls = c.fake_calls();
+  ASSERT_EQ(calls.size(), 1u);
+  const auto argv = calls[0]["argv"].get<std::vector<std::string>>();
+  EXPECT_EQ(std::find(argv.begin(), argv.end(), "--kernel-name"), argv.end());
+  auto n = std::find(argv.begin(), argv.end(), "--nvtx-include");
+  ASSERT_NE(n, argv.end());
+  EXPECT_EQ(*(n + 1), "kagent_measured/");
+  const auto launcher = read_file((c.standby_dir(1) / "standby_d0_1_wrapper.py").string());
+  EXPECT_NE(launcher.find("\"--standby\""), std::string::npos) << launcher;
+
+  auto out = profile_kernels({c.a.req, c.b}, &sb);
+  ASSERT_EQ(out.size(), 2u);
+  ASSERT_TRUE(out[0].ok) << out[0].error << "\n" << out[0].output_tail;
+  ASSERT_TRUE(out[1].ok) << out[1].error << "\n" << out[1].output_tail;
+  EXPECT_EQ(c.fake_calls().size(), 1u) << "no profiler process besides the standby";
+  EXPECT_EQ(sb.served(), 1);
+  EXPECT_FALSE(sb.waiting()) << "a standby serves one batch";
+  // Each kernel: the launch of its name inside its range (the real capture's numbers).
+  EXPECT_EQ(out[0].kernel_name, "matvec_kernel");
+  EXPECT_DOUBLE_EQ(out[0].metrics.at("gpu__time_duration.sum"), 2389024);
+  EXPECT_EQ(out[1].kernel_name, "matvec_splitk_kernel");
+  EXPECT_DOUBLE_EQ(out[1].metrics.at("gpu__time_duration.sum"), 1410112);
+  EXPECT_EQ(out[1].detail.at("nvtx_include"), "kagent_measured/");
+  ASSERT_TRUE(out[0].roofline && out[1].roofline);
+  for (const auto* r : {&c.a.req, &c.b}) {
+    const auto inv = c.invocations(*r);
+    ASSERT_EQ(inv.size(), 1u) << r->dir;
+    EXPECT_EQ(inv[0]["name"], "ncu (standby, batch of 2)");
+    EXPECT_TRUE(fs::exists(r->dir + "/metrics.json"));
+  }
+  // The wrapper really ran the batch it was handed (in Triton's interpreter), in the standby's dir.
+  const auto& rec = out[0].records.back();
+  EXPECT_NE(rec.output_tail.find("standby: batch of 2 received"), std::string::npos) << rec.output_tail;
+  EXPECT_NE(rec.output_tail.find("kernel k1 output shape"), std::string::npos) << rec.output_tail;
+  EXPECT_NE(rec.verdict.find("before its batch"), std::string::npos) << rec.verdict;
+  EXPECT_TRUE(fs::exists(c.standby_dir(1) / "k1_kernel.py"));
+  EXPECT_TRUE(fs::exists(c.standby_dir(1) / "batch.json"));
+}
+
+TEST(ProfilerStandby, OtherSettingsAreNotServedAndTheStandbyKeepsWaitingThenDiesWithItsOwner) {
+  NEED_HARNESS_PYTHON();
+  standby_case c;
+  int pid = 0;
+  {
+    profiler_standby sb;
+    ASSERT_TRUE(sb.start(c.like, 300));
+    ASSERT_TRUE(c.wait_ready(1));
+    // Another dtype needs other inputs: a profile of its own (a second fake ncu), the standby untouched.
+    auto other = c.a.req;
+    other.dtype = "float16";
+    auto out = profile_kernels({other}, &sb);
+    EXPECT_EQ(c.fake_calls().size(), 2u);
+    EXPECT_EQ(sb.served(), 0);
+    EXPECT_TRUE(sb.waiting());
+    EXPECT_TRUE(sb.start(c.like, 300)) << "one is already waiting";
+    EXPECT_EQ(sb.started(), 1);
+    pid = c.fake_calls()[0]["pid"].get<int>();
+    EXPECT_TRUE(process_alive(pid));
+  }
+  // Its owner is gone: the waiting process is killed and reaped, nothing is left behind.
+  EXPECT_FALSE(process_alive(pid));
+}
+
+TEST(ProfilerStandby, OneThatEndsBeforeItsBatchIsNotUsedAndTwoInARowTurnItOff) {
+  // The fake ncu does not run the program here: it writes its CSV and exits at once. What it wrote
+  // came before any batch, so it must not be used; the profile is a fresh one.
+  runner_case a("nvidia", "ncu_standby_matvec");
+  a.req.kernel_id = "parent";
+  auto like = a.req;
+  like.kernel_id = "standby_d0";
+  like.dir = a.root / "profiles/standby_d0";
+  profiler_standby sb;
+  ASSERT_TRUE(sb.start(like, 300));
+  for (int i = 0; i < 200 && sb.waiting(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(25));
+  auto out = profile_kernels({a.req}, &sb);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_TRUE(out[0].ok) << out[0].error;
+  ASSERT_EQ(out[0].records.size(), 1u);
+  EXPECT_EQ(out[0].records[0].name, "ncu") << "a profile of its own";
+  EXPECT_EQ(sb.served(), 0);
+  ASSERT_TRUE(sb.start(like, 300));
+  for (int i = 0; i < 200 && sb.waiting(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(25));
+  EXPECT_FALSE(sb.start(like, 300)) << "two ended early in a row: the standby stays off";
+  EXPECT_EQ(sb.started(), 2);
+}
+
+TEST(ProfilerStandby, AHungBatchIsKilledAtTheBudgetAndItsKernelsAreProfiledOnTheirOwn) {
+  NEED_HARNESS_PYTHON();
+  // The standby's ncu hangs (only in the standby's invocation: its log file is under standby_d0_*).
+  standby_case c({{"FAKE_NCU_FAULT", "hang"}, {"FAKE_NCU_FAULT_ONLY_IN", "standby_d0_"}}, 6);
+  profiler_standby sb;
+  ASSERT_TRUE(sb.start(c.like, 300));
+  auto out = profile_kernels({c.a.req}, &sb);
+  ASSERT_EQ(out.size(), 1u);
+  ASSERT_GE(out[0].records.size(), 1u);
+  const auto& first = out[0].records.front();
+  EXPECT_EQ(first.name, "ncu (standby, batch of 1)");
+  EXPECT_TRUE(first.timed_out);
+  EXPECT_LE(first.wall_s, 6.0 + 2.0) << "killed at the budget";
+  // The batch took the profile's whole budget: nothing is left for a profile of its own, which
+  // fails as any profile whose budget is spent, and no process outlives it.
+  EXPECT_FALSE(out[0].ok);
+  EXPECT_NE(out[0].error.find("budget"), std::string::npos) << out[0].error;
+  EXPECT_FALSE(process_alive(c.fake_calls()[0]["pid"].get<int>()));
+  EXPECT_FALSE(sb.waiting());
+}
+
+TEST(ProfilerStandby, OffByEnvironmentForOtherToolsAndOnceTheRunStops) {
+  runner_case a("nvidia", "ncu_h200_real", {{"KAGENT_NCU_STANDBY", "0"}});
+  profiler_standby sb;
+  auto like = a.req;
+  like.dir = a.root / "profiles/standby_d0";
+  EXPECT_FALSE(sb.start(like, 300));
+  runner_case r("rocm", "rocm_mi300x_matvec");
+  auto rlike = r.req;
+  rlike.dir = r.root / "profiles/standby_d0";
+  EXPECT_FALSE(sb.start(rlike, 300)) << "rocprofv3 profiles are several commands";
+  EXPECT_EQ(sb.started(), 0);
+  EXPECT_TRUE(a.log().empty());
+  runner_case n("nvidia", "ncu_h200_real");
+  auto nlike = n.req;
+  nlike.dir = n.root / "profiles/standby_d0";
+  request_stop();
+  EXPECT_FALSE(sb.start(nlike, 300));
+  clear_stop_for_tests();
+  EXPECT_TRUE(n.log().empty());
+}
