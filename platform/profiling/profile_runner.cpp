@@ -763,6 +763,16 @@ struct profiler_standby::process {
   std::thread thread;
 
   bool ended() const { return result.wait_for(std::chrono::seconds(0)) == std::future_status::ready; }
+  /// Records a standby that served no batch in its own directory's invocations.jsonl, so that every
+  /// profiler process of a run has a record: `why` says how it ended.
+  void record_unused(const process_result& r, const std::string& why) {
+    try {
+      // No profile ran under it, so no profile budget applies: timeout 0 (its wait was bounded by idle_s).
+      session->record("ncu (standby)", inv.argv, 0, 0, r, inv.expected_outputs);
+      session->settle("unused: " + why);
+    } catch (const std::exception&) {
+    }
+  }
   /// Kills it (when still running) and reaps its thread.
   process_result finish() {
     if (!ended()) cancel_work(key);
@@ -782,7 +792,10 @@ profiler_standby::profiler_standby() = default;
 profiler_standby::~profiler_standby() { stop(); }
 
 void profiler_standby::stop() {
-  if (p_) p_->finish();
+  if (!p_) return;
+  const bool was_running = !p_->ended();
+  auto r = p_->finish();
+  p_->record_unused(r, was_running ? "stopped while it waited for a batch" : "ended before any batch (" + r.describe() + ")");
   p_.reset();
 }
 
@@ -841,7 +854,9 @@ std::unique_ptr<profiler_standby::process> profiler_standby::take(const std::vec
     // Gone before its batch: waited idle_s for nothing (fine), or broken (counted: two in a row and
     // no standby starts again, every profile is a fresh one that reports what is wrong).
     auto r = p_->finish();
-    if (r.out.find("standby: no batch") == std::string::npos) ++ended_early_;
+    const bool idle = r.out.find("standby: no batch") != std::string::npos;
+    if (!idle) ++ended_early_;
+    p_->record_unused(r, idle ? "no batch came within its idle time" : "ended before any batch (" + r.describe() + ")");
     p_.reset();
     return nullptr;
   }
