@@ -5,6 +5,7 @@
 #   run_trusted.sh OUT cost    full shapes: per-candidate cost before/after/sandboxed, both examples
 #   run_trusted.sh OUT run     a full kagent-actors NVIDIA run on matvec (real ncu), sandboxed
 #   run_trusted.sh OUT run_every  the same with profile: every (each verified candidate profiled)
+#   run_trusted.sh OUT run_rmsnorm  the full run on RMSNorm (nvidia_rmsnorm.yaml, replay_rmsnorm)
 #   run_trusted.sh OUT timeout    candidate_timeout_s 15 s against the replay set's hanging kernel
 #   run_trusted.sh OUT busy_fixed / busy_auto   20 s LLM replies (KAGENT_REPLAY_DELAY_S): rounds with
 #                  num_workers 4, and async with num_workers: auto; GPU busy in summary_$what.json
@@ -35,8 +36,10 @@ cost2)
     --candidates benchmarks/h200/replay_rmsnorm --peak-gbps 4800 \
     --warmup 10 --repeat 50 --no-back-to-back --json "$out/cost_rmsnorm.json" > "$out/cost_rmsnorm.txt" 2>&1
   echo "rc=$?" >> "$out/cost_rmsnorm.txt" ;;
-run|short|run_every|busy_fixed|busy_auto|busy_wide|busy_wide_fixed|timeout)
+run|run_rmsnorm|short|run_every|busy_fixed|busy_auto|busy_wide|busy_wide_fixed|timeout)
   cfg=benchmarks/h200/nvidia_matvec.yaml
+  kdir=examples/optimize_01_matvec
+  [ "$what" = run_rmsnorm ] && cfg=benchmarks/h200/nvidia_rmsnorm.yaml && kdir=examples/optimize_02_rmsnorm
   [ "$what" = short ] && cfg=benchmarks/h200/nvidia_matvec_short.yaml
   [ "$what" = run_every ] && cfg=benchmarks/h200/nvidia_matvec_every.yaml
   [ "$what" = timeout ] && cfg=benchmarks/h200/nvidia_matvec_timeout.yaml
@@ -60,7 +63,7 @@ run|short|run_every|busy_fixed|busy_auto|busy_wide|busy_wide_fixed|timeout)
   export LD_LIBRARY_PATH=$root/.device/lib KAGENT_HOME=$root KAGENT_PYTHON=python3 KAGENT_BWRAP=$bw
   t0=$(date +%s.%N)
   timeout ${RUN_LIMIT_S:-250} "$root/.device/kagent-actors" --strategy $cfg \
-    --kernel-dir examples/optimize_01_matvec --run-dir "$out/runs" > "$out/run_$what.log" 2>&1
+    --kernel-dir $kdir --run-dir "$out/runs" > "$out/run_$what.log" 2>&1
   echo "rc=$? wall_s=$(python3 -c "print(round($(date +%s.%N) - $t0, 1))") t0=$t0" >> "$out/run_$what.log"
   [ -n "$smi" ] && kill "$smi" 2>/dev/null
   d=$(ls -d "$out"/runs/*/ | head -1)
@@ -69,6 +72,7 @@ run|short|run_every|busy_fixed|busy_auto|busy_wide|busy_wide_fixed|timeout)
   sqlite3 "$d/program.db" 'select id, status, time_ms, failure_cause, floor_pct, substr(error,1,120) from programs' > "$out/programs_$what.txt" 2>&1 \
     || python3 -c "import sqlite3,sys; [print(r) for r in sqlite3.connect(sys.argv[1]).execute('select id, status, time_ms, failure_cause, floor_pct, substr(error,1,120) from programs')]" "$d/program.db" > "$out/programs_$what.txt" 2>&1
   tail -c 3000 "$d"/workers/gpu0/server.log > "$out/server_log_tail.txt" 2>/dev/null
+  grep -h "judge:" "$d"/workers/gpu0/server.log > "$out/judge_lines_$what.txt" 2>/dev/null
   { ls -la "$d"/workers/gpu0/launchers/shared 2>&1; tail -c 2000 "$d"/workers/gpu0/launchers/build.log 2>&1; } > "$out/launchers_$what.txt"
   grep -h '"concurrency"' "$d"/events.jsonl > "$out/concurrency_$what.txt" 2>/dev/null
   grep -hE '"(candidate_start|candidate_result|note|error)"' "$d"/events.jsonl | cut -c1-400 > "$out/results_$what.txt" 2>/dev/null

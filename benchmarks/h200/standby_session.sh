@@ -1,0 +1,49 @@
+#!/bin/bash
+# Issue 14, "a parent's profile <= 3 s": the same full run (run_trusted.sh run: beam 2x3, 2 rounds,
+# matvec, instant replay replies, real ncu, sandboxed) twice, side by side on one machine: with the
+# standby profiler off (KAGENT_NCU_STANDBY=0: a fresh ncu per profile, as before) and on (the
+# default); RUN=run_rmsnorm does it on RMSNorm. The profile cache is off in both (KAGENT_CACHE_DIR=off), so every profile runs ncu. Then,
+# with BUSY=1, busy_wide (20 s LLM replies) with the standby on, and with LEAN=1 the cost of trust on
+# RMSNorm with the judge choosing its memory mode itself (trusted_cost.py, sandboxed: on an 80 GB card
+# the lean mode must kick in by itself). One file comes back: $OUT/sb.tgz.
+# From the repository root with .device/ packed (pack_device.sh), carry [".device"].
+set -u
+root=$(pwd); final=${OUT:?}; out=/tmp/sb; rm -rf $out; mkdir -p $out
+pack() {
+  find $out -name '*.so' -delete
+  find $out \( -name '*inductor*' -o -name '.triton_cache' -o -name 'program_*.db' \) -prune -exec rm -rf {} + 2>/dev/null
+  tar czf $final/sb.tmp -C /tmp sb && mv $final/sb.tmp $final/sb.tgz
+}
+trap pack EXIT
+T0=$(date +%s)
+export KAGENT_CACHE_DIR=off
+for mode in ${MODES-off on}; do
+  [ $mode = on ] && export KAGENT_NCU_STANDBY=1 || export KAGENT_NCU_STANDBY=0
+  RUN_LIMIT_S=${RUN_S:-200} bash benchmarks/h200/run_trusted.sh $out/$mode ${RUN:-run} > $out/$mode.sh.txt 2>&1
+  d=$(ls -d $out/$mode/runs/*/ | head -1)
+  # Each profile's invocations: name, wall time, verdict (the standby's lead is in the verdict).
+  find "$d" -name invocations.jsonl | sort | while read -r f; do
+    python3 -c "import json,sys
+for l in open(sys.argv[1]):
+    if l.strip():
+        r=json.loads(l); print(sys.argv[1].split('/runs/')[1], r['name'], round(r['wall_s'],2), r['verdict'][:140])" "$f"
+  done > $out/$mode/invocations.txt 2>&1
+  grep -h '"profile' "$d"/events.jsonl | cut -c1-300 > $out/$mode/profile_events.txt 2>/dev/null
+  rm -rf "$d"/workers "$d"/profiles/*/.triton_cache
+  echo "$mode done at $(( $(date +%s)-T0 ))" >> $out/times.txt
+  pack
+done
+if [ "${BUSY:-0}" = 1 ]; then
+  export KAGENT_NCU_STANDBY=1
+  RUN_LIMIT_S=${BUSY_S:-330} bash benchmarks/h200/run_trusted.sh $out/busy busy_wide > $out/busy.sh.txt 2>&1
+  echo "busy done at $(( $(date +%s)-T0 ))" >> $out/times.txt
+fi
+if [ "${LEAN:-0}" = 1 ]; then
+  mkdir -p $out/lean
+  timeout ${LEAN_S:-220} python3 benchmarks/trusted_cost.py --kernel-dir examples/optimize_02_rmsnorm \
+    --candidates benchmarks/h200/replay_rmsnorm --peak-gbps 4800 --warmup 10 --repeat 50 --no-back-to-back \
+    --bwrap $root/.device/probe/bwrap.sh --json $out/lean/cost_rmsnorm.json > $out/lean/cost_rmsnorm.txt 2>&1
+  echo "rc=$? at $(( $(date +%s)-T0 ))" >> $out/lean/cost_rmsnorm.txt
+  grep -rh "judge:" /tmp/kagent-trusted-cost-*/ > $out/lean/judge_lines.txt 2>&1
+  nvidia-smi --query-gpu=memory.total --format=csv,noheader >> $out/lean/judge_lines.txt 2>&1
+fi
