@@ -91,10 +91,20 @@ def main():
     if out.shape != expected.shape:
         print(f"FAIL: shape mismatch: got {tuple(out.shape)}, expected {tuple(expected.shape)}")
         return 1
-    out32, exp32 = out.float(), expected.float()
-    diff = (out32 - exp32).abs()
-    max_diff = diff.max().item() if diff.numel() else 0.0
-    if not torch.isfinite(out32).all() or not torch.allclose(out32, exp32, rtol=1e-2, atol=1e-2):
+    del inputs, args, kwargs
+    # Compared in float32 a slice at a time: the full output is 3.5 GiB in bf16, and float32 copies of
+    # both plus their difference took 30 GiB more, which did not fit beside the harness's own
+    # process on an 80 GB card.
+    flat_out, flat_exp = out.reshape(-1), expected.reshape(-1)
+    chunk = 1 << 26
+    max_diff, ok = 0.0, True
+    for start in range(0, flat_out.numel(), chunk):
+        o = flat_out[start:start + chunk].float()
+        e = flat_exp[start:start + chunk].float()
+        if o.numel():
+            max_diff = max(max_diff, (o - e).abs().max().item())
+        ok = ok and bool(torch.isfinite(o).all()) and torch.allclose(o, e, rtol=1e-2, atol=1e-2)
+    if not ok:
         print(f"FAIL: max difference = {max_diff}")
         return 1
     print("PASS")
