@@ -124,13 +124,18 @@ class Lean(unittest.TestCase):
                                        trials=3, samples=3, calibrate_repeat=8)
                 self.assertTrue(reply["ok"], reply)
                 self.assertTrue(reply["result"]["memory"]["lean"])
+                # Only trial 0 stays resident; trials 1 and 2 are drawn again from their seeds, and a
+                # kernel that is wrong only on them still fails there.
+                self.assertTrue(reply["result"]["memory"]["lean_sets"])
+                self.assertEqual(reply["result"]["memory"]["resident_trials"], 1)
+                self.assertEqual(reply["result"]["trials"], 3)
                 start = support.read(START)
                 verdict, first = evaluate(server, start)
                 self.assertEqual(verdict, "verified", first.get("error"))
                 # poison_next computes honestly and patches what it can for whoever comes next.
                 with open(os.path.join(CHEATS, "poison_next.py"), encoding="utf-8") as f:
                     evaluate(server, f.read())
-                for cheat in ("cache_by_address.py", "zeros.py"):
+                for cheat in ("cache_by_address.py", "cache_by_content.py", "zeros.py"):
                     path = os.path.join(CHEATS, cheat)
                     verdict, r = evaluate(server, support.read(path))
                     self.assertEqual(verdict, expectation(path), (cheat, r.get("error")))
@@ -139,6 +144,45 @@ class Lean(unittest.TestCase):
             finally:
                 server.request(op="shutdown")
                 server.close()
+
+
+class ResidentSets(unittest.TestCase):
+    """Which trials' inputs and references the judge keeps on the device, from its free memory and the
+    problem's sizes (tensors on torch's meta device: sizes without memory)."""
+
+    def decide(self, free_gib, out_shape, in_bytes, env=None):
+        import types
+        import torch
+        ref = torch.empty(*out_shape, dtype=torch.bfloat16, device="meta")
+        stub = types.SimpleNamespace(refs=[ref], problem=types.SimpleNamespace(input_bytes=lambda: in_bytes),
+                                     free_device_bytes=lambda: int(free_gib * 2**30))
+        old = os.environ.pop("KAGENT_JUDGE_LEAN", None)
+        try:
+            if env is not None:
+                os.environ["KAGENT_JUDGE_LEAN"] = env
+            return judge.Judge.choose_resident_sets(stub, 3, 3)
+        finally:
+            os.environ.pop("KAGENT_JUDGE_LEAN", None)
+            if old is not None:
+                os.environ["KAGENT_JUDGE_LEAN"] = old
+
+    def test_rmsnorm_is_lean_on_an_80_gb_card_and_not_on_a_141_gb_one(self):
+        rms = (112, 64, 512, 512)  # 3.5 GiB in and out
+        self.assertTrue(self.decide(72, rms, 112 * 64 * 512 * 512 * 2))
+        self.assertFalse(self.decide(133, rms, 112 * 64 * 512 * 512 * 2))
+
+    def test_matvec_keeps_every_trial_on_an_80_gb_card(self):
+        self.assertFalse(self.decide(72, (2048, 1), 2048 * 1048576 * 2 + 1048576 * 2))
+
+    def test_forced_either_way_and_one_trial_is_never_lean(self):
+        self.assertTrue(self.decide(500, (4,), 8, env="1"))
+        self.assertFalse(self.decide(1, (112, 64, 512, 512), 1 << 34, env="0"))
+        import types
+        import torch
+        stub = types.SimpleNamespace(refs=[torch.empty(4, device="meta")],
+                                     problem=types.SimpleNamespace(input_bytes=lambda: 1 << 40),
+                                     free_device_bytes=lambda: 1)
+        self.assertFalse(judge.Judge.choose_resident_sets(stub, 1, 3))
 
 
 class Floor(unittest.TestCase):
