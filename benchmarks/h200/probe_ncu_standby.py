@@ -77,19 +77,27 @@ def fresh(a, problem, kernel, name, out, tag):
     return wall, p.returncode, log
 
 
-def standby(a, problem, kernels, out, tag):
+def launch_standby(a, problem, out, tag):
     d = os.path.join(out, f"standby_{tag}")
     os.makedirs(d)
     log = os.path.join(d, "standby_ncu.csv")
     argv = base(a.ncu, log) + ["--nvtx", "--nvtx-include", "kagent_measured/", sys.executable, WRAPPER,
                                "--problem", problem, "--standby", d, "--idle-s", "300"]
     env = dict(os.environ, TRITON_CACHE_DIR=os.path.join(d, ".triton_cache"), KAGENT_PROFILE_TRACE="1")
-    t_launch = time.time()
     p = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    return p, d, log, argv, time.time()
+
+
+def standby(a, problem, kernels, out, tag, started=None, next_tag=None):
+    """One standby's batch; `started`: one launched already. `next_tag`: launch the next standby just
+    before the hand-over (two ncu processes at once: the next one starts while this one profiles)."""
+    p, d, log, argv, t_launch = started or launch_standby(a, problem, out, tag)
     while not os.path.exists(os.path.join(d, "standby.ready")) and p.poll() is None:
         time.sleep(0.01)
     ready = time.time() - t_launch
-    time.sleep(1.0)  # a profile request comes some time after the standby is ready
+    if started is None:
+        time.sleep(1.0)  # a profile request comes some time after the standby is ready
+    nxt = launch_standby(a, problem, out, next_tag) if next_tag else None
     items = []
     for i, (path, _) in enumerate(kernels):
         dst = os.path.join(d, f"k{i}_kernel.py")
@@ -102,6 +110,8 @@ def standby(a, problem, kernels, out, tag):
     text, _ = p.communicate()
     wall = time.time() - t0
     open(os.path.join(out, f"standby_{tag}.txt"), "w").write(" ".join(argv) + "\n\n" + text)
+    if next_tag:
+        return ready, wall, p.returncode, log, nxt
     return ready, wall, p.returncode, log
 
 
@@ -112,11 +122,29 @@ def main():
     ap.add_argument("--out", required=True)
     ap.add_argument("--ncu", default=shutil.which("ncu") or "/usr/local/cuda/bin/ncu")
     ap.add_argument("--reps", type=int, default=2)
+    ap.add_argument("--overlap-only", action="store_true",
+                    help="only: a batch handed over while the next standby starts, then that next one's batch at once")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
     problem = os.path.join(os.path.abspath(a.kernel_dir), "problem.py")
     kernels = [kernel_file(k, a.out, i) for i, k in enumerate(a.kernel)]
     result = []
+    if a.overlap_only:
+        for rep in range(a.reps):
+            ready, wall, rc, log, nxt = standby(a, problem, kernels[:1], a.out, f"ov_a_r{rep}", next_tag=f"ov_b_r{rep}")
+            t_b = time.time()
+            ready_b, wall_b, rc_b, log_b = standby(a, problem, kernels[-1:], a.out, f"ov_b_r{rep}", started=nxt)
+            rows_a = rows_of(log) if os.path.exists(log) else []
+            rows_b = rows_of(log_b) if os.path.exists(log_b) else []
+            ma = measured(rows_a, kernels[0][1], "k0")
+            mb = measured(rows_b, kernels[-1][1], "k0")
+            r = {"mode": "overlap", "rep": rep, "a_wall_s": round(wall, 3), "a_rc": rc, "b_ready_after_a_s": round(ready_b, 3),
+                 "b_wall_s": round(wall_b, 3), "b_rc": rc_b, "b_total_from_a_end_s": round(time.time() - t_b, 3),
+                 "a_time": ma and ma.get("gpu__time_duration.sum"), "b_time": mb and mb.get("gpu__time_duration.sum")}
+            print(json.dumps(r), flush=True)
+            result.append(r)
+        json.dump(result, open(os.path.join(a.out, "standby_overlap.json"), "w"), indent=1)
+        return
     for rep in range(a.reps):
         for i, (path, name) in enumerate(kernels):
             wall, rc, log = fresh(a, problem, path, name, a.out, f"k{i}_r{rep}")
