@@ -105,19 +105,34 @@ std::optional<long long> grid_x(const std::string& cell) {
 
 } // namespace
 
-std::vector<ncu_table> split_ncu_batch(const ncu_table& t, size_t count) {
+namespace {
+
+/// `count` empty tables with `t`'s columns and units: one per kernel of a batch.
+std::vector<ncu_table> empty_parts(const ncu_table& t, size_t count) {
   std::vector<ncu_table> out(count);
   for (auto& k : out) {
     k.columns = t.columns;
     k.units = t.units;
   }
+  return out;
+}
+
+/// `t`'s rows in launch order (ID).
+std::vector<const ncu_row*> in_launch_order(const ncu_table& t) {
   std::vector<const ncu_row*> rows;
   for (const auto& r : t.rows) rows.push_back(&r);
   std::stable_sort(rows.begin(), rows.end(), [](const ncu_row* a, const ncu_row* b) {
     return a->id.value_or(0) < b->id.value_or(0);
   });
+  return rows;
+}
+
+} // namespace
+
+std::vector<ncu_table> split_ncu_batch(const ncu_table& t, size_t count) {
+  auto out = empty_parts(t, count);
   std::optional<size_t> current;
-  for (const auto* r : rows) {
+  for (const auto* r : in_launch_order(t)) {
     if (r->kernel_name == batch_marker_kernel) {
       auto x = grid_x(r->grid_size);
       current = x && *x >= 1 && static_cast<size_t>(*x) <= count ? std::optional<size_t>(static_cast<size_t>(*x - 1))
@@ -141,17 +156,8 @@ std::optional<std::string> nvtx_kernel_range(const std::string& nvtx) {
 }
 
 std::vector<ncu_table> split_ncu_by_range(const ncu_table& t, const std::vector<std::string>& ids) {
-  std::vector<ncu_table> out(ids.size());
-  for (auto& k : out) {
-    k.columns = t.columns;
-    k.units = t.units;
-  }
-  std::vector<const ncu_row*> rows;
-  for (const auto& r : t.rows) rows.push_back(&r);
-  std::stable_sort(rows.begin(), rows.end(), [](const ncu_row* a, const ncu_row* b) {
-    return a->id.value_or(0) < b->id.value_or(0);
-  });
-  for (const auto* r : rows) {
+  auto out = empty_parts(t, ids.size());
+  for (const auto* r : in_launch_order(t)) {
     auto id = nvtx_kernel_range(r->nvtx);
     if (!id) continue;
     auto it = std::find(ids.begin(), ids.end(), *id);
