@@ -813,8 +813,13 @@ bool profiler_standby::start(const kernel_profile_request& like, double idle_s) 
   p->like = like;
   p->like.code.clear();
   p->like.budget_s = budget_of(like);
-  const auto id = sanitize_kernel_id(fmt::format("{}_{}", like.kernel_id.empty() ? "standby" : like.kernel_id,
-                                                 started_ + 1));
+  // A directory of its own, never one an earlier session of this run left (a resumed run starts its
+  // numbering again): a stale batch.json there would be run as if it were this standby's batch.
+  std::string id;
+  std::error_code ec;
+  do {
+    id = sanitize_kernel_id(fmt::format("{}_{}", like.kernel_id.empty() ? "standby" : like.kernel_id, ++seq_));
+  } while (fs::exists(fs::path(like.dir).parent_path() / id, ec) && seq_ < 100000);
   p->like.kernel_id = id;
   p->like.dir = (fs::path(like.dir).parent_path() / id).string();
   p->idle_s = idle_s;

@@ -157,6 +157,7 @@ private:
   std::unique_ptr<process> p_;
   int started_ = 0;
   int served_ = 0;
+  int seq_ = 0;          ///< the last standby directory's number
   int ended_early_ = 0;  ///< in a row
 };
 

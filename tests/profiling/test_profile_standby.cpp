@@ -202,6 +202,34 @@ TEST(ProfilerStandby, AHungBatchIsKilledAtTheBudgetAndItsKernelsAreProfiledOnThe
   EXPECT_FALSE(sb.waiting());
 }
 
+TEST(ProfilerStandby, AResumedRunNeverReusesADirectoryAnEarlierSessionLeft) {
+  // A resumed run numbers its standbys from 1 again; standby_d0_1 of the first session still holds
+  // its batch.json, which a new standby there would run as its own batch.
+  runner_case a("nvidia", "ncu_standby_matvec");
+  auto like = a.req;
+  like.kernel_id = "standby_d0";
+  like.dir = a.root / "profiles/standby_d0";
+  const auto old_dir = a.root.path / "profiles/standby_d0_1";
+  fs::create_directories(old_dir);
+  write_file((old_dir / "batch.json").string(), "{\"kernels\": [[\"k0\", \"/old/k0_kernel.py\"]]}\n");
+  profiler_standby sb;
+  ASSERT_TRUE(sb.start(like, 300));
+  // The fake does not run the program here: it writes its log line and CSV and ends at once.
+  for (int i = 0; i < 200 && sb.waiting(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(25));
+  sb.stop();
+  const auto calls = a.log();
+  ASSERT_EQ(calls.size(), 1u);
+  const auto argv = calls[0]["argv"].dump();
+  EXPECT_NE(argv.find("standby_d0_2"), std::string::npos) << argv;
+  EXPECT_EQ(argv.find("standby_d0_1"), std::string::npos) << argv;
+  EXPECT_EQ(read_file((old_dir / "batch.json").string()), "{\"kernels\": [[\"k0\", \"/old/k0_kernel.py\"]]}\n");
+  // Recorded as unused in its own directory.
+  const auto rec = log_lines((a.root.path / "profiles/standby_d0_2/invocations.jsonl").string());
+  ASSERT_EQ(rec.size(), 1u);
+  EXPECT_EQ(rec[0]["name"], "ncu (standby)");
+  EXPECT_EQ(rec[0]["verdict"].get<std::string>().rfind("unused: ", 0), 0u) << rec[0].dump();
+}
+
 TEST(ProfilerStandby, OffByEnvironmentForOtherToolsAndOnceTheRunStops) {
   runner_case a("nvidia", "ncu_h200_real", {{"KAGENT_NCU_STANDBY", "0"}});
   profiler_standby sb;
