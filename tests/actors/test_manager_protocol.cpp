@@ -25,7 +25,6 @@ namespace {
 
 using deliver_atom = caf::atom_constant<caf::atom("deliver")>;
 
-using cfg_t = kagent::test::actor_test_config;
 
 /// What the fake workers saw, in the order the manager's messages arrived (all workers together).
 struct protocol_log {
@@ -174,22 +173,8 @@ TEST(ManagerProtocol, RoundsDedupAWorkerDeathAndTheSummaryWithScriptedWorkers) {
   manager_case mc;
   int code = -1;
   nlohmann::json summary;
-  {
-    cfg_t cfg;
-    caf::actor_system sys{cfg};
-    caf::scoped_actor waiter{sys};
-    auto mgr = sys.spawn(manager_actor, context_ptr{mc.ctx}, caf::actor{waiter}, mc.fakes());
-    waiter->send(mgr, start_atom::value);
-    bool done = false;
-    waiter->receive(
-        [&](const run_finished& end) {
-          code = end.exit_code;
-          summary = end.summary;
-          done = true;
-        },
-        caf::after(60s) >> [&] {});
-    ASSERT_TRUE(done) << "the manager never finished";
-  }
+  ASSERT_TRUE(test::run_manager_to_the_end(context_ptr{mc.ctx}, mc.fakes(), code, summary))
+      << "the manager never finished";
   const auto& log = *mc.log;
   ASSERT_EQ(code, 0) << summary.dump(2);
 

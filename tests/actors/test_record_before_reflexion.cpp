@@ -207,22 +207,7 @@ struct reflexion_case {
       }
       return manager->spawn(fake_gpu_worker, index, caf::actor{manager}, l, p, cp);
     };
-    {
-      kagent::test::actor_test_config cfg;
-      caf::actor_system sys{cfg};
-      caf::scoped_actor waiter{sys};
-      auto mgr = sys.spawn(manager_actor, cp, caf::actor{waiter}, fakes);
-      waiter->send(mgr, start_atom::value);
-      bool done = false;
-      waiter->receive(
-          [&](const run_finished& end) {
-            code = end.exit_code;
-            summary = end.summary;
-            done = true;
-          },
-          caf::after(60s) >> [&] {});
-      ASSERT_TRUE(done) << "the manager never finished";
-    }
+    ASSERT_TRUE(test::run_manager_to_the_end(cp, fakes, code, summary)) << "the manager never finished";
     std::ifstream f(fs::path(ctx->run_path) / "events.jsonl");
     std::string line;
     while (std::getline(f, line)) events.push_back(nlohmann::json::parse(line));

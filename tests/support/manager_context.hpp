@@ -3,12 +3,16 @@
 // fixed pipelines, noop platform components, devices 0 and 1, the replay provider with one catch-all
 // bottleneck reply of two directions (served to every parent's analysis), and a fresh run directory
 // under `root`. Each test then sets what it is about (profile policy, profiler, rounds, ...).
+#include <caf/all.hpp>
+
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <string>
 
 #include "actors/manager.hpp"
 #include "platform/store/run_directory.hpp"
+#include "tests/support/actor_system.hpp"
 
 namespace kagent::test {
 
@@ -47,6 +51,26 @@ inline void fill_scripted_context(run_context& ctx, const std::filesystem::path&
   ctx.quiet = true;
   auto rd = store::run_directory::create(root / "runs", name, "name: " + name + "\n");
   ctx.run_path = fs::absolute(rd.path()).string();
+}
+
+/// Runs a manager over `ctx` with the gpu workers `fakes` makes, in an actor system of its own, until
+/// it reports run_finished (then its exit code and summary are set and true is returned) or 60 s pass.
+inline bool run_manager_to_the_end(const context_ptr& ctx, const gpu_worker_factory& fakes, int& code,
+                                   nlohmann::json& summary) {
+  actor_test_config cfg;
+  caf::actor_system sys{cfg};
+  caf::scoped_actor waiter{sys};
+  auto mgr = sys.spawn(manager_actor, ctx, caf::actor{waiter}, fakes);
+  waiter->send(mgr, start_atom::value);
+  bool done = false;
+  waiter->receive(
+      [&](const run_finished& end) {
+        code = end.exit_code;
+        summary = end.summary;
+        done = true;
+      },
+      caf::after(std::chrono::seconds(60)) >> [] {});
+  return done;
 }
 
 } // namespace kagent::test
