@@ -475,13 +475,6 @@ class Judge:
             self.sets = [self.problem.inputs]
             self.refs = [self.problem.expected]
             core.synchronize(device)
-            # Every trial's inputs and reference stay resident unless they would crowd out the
-            # workers (lean_sets): then trials 1.. are drawn again from their seeds when needed.
-            self.lean_sets = self.choose_resident_sets(trials, samples)
-            if not self.lean_sets:
-                self.sets += [self.problem.inputs_for_seed(s) for s in self.seeds[1:]]
-                self.refs += [self.problem.reference(s) for s in self.sets[1:]]
-            core.synchronize(device)
         ref0 = self.refs[0]
         self.multi = isinstance(ref0, (tuple, list))
         ref_outs = list(ref0) if self.multi else [ref0]
@@ -491,6 +484,14 @@ class Judge:
                                         f"the harness compares tensors (return a tensor or a tuple of tensors)")
         self.output_bytes = sum(r.numel() * r.element_size() for r in ref_outs)
         self.input_bytes = self.problem.input_bytes()
+        # Every trial's inputs and reference stay resident unless they would crowd out the workers
+        # (lean_sets): then trials 1.. are drawn again from their seeds when needed.
+        self.lean_sets = self.choose_resident_sets(trials, samples)
+        if not self.lean_sets:
+            with core.blame_problem(path):
+                self.sets += [self.problem.inputs_for_seed(s) for s in self.seeds[1:]]
+                self.refs += [self.problem.reference(s) for s in self.sets[1:]]
+                core.synchronize(device)
         # Slot group 0 receives verification outputs, groups 1..samples the sampled timed calls.
         self.samples = max(1, samples)
         self.slots = [[Slot(r, self.scratch_root, g * len(ref_outs) + k, self.gpu) for k, r in enumerate(ref_outs)]
@@ -530,7 +531,7 @@ class Judge:
         GiB. Otherwise only trial 0 stays; the others are drawn again from their seeds for each
         verification and sampled check (a few ms each on a GPU) and the eager and torch.compile
         timings use trial 0's inputs. Decided before the workers start, so it cannot count on their
-        measured size. KAGENT_JUDGE_LEAN=1/0 forces lean or not; lean here means one worker at a
+        measured size (input_bytes and output_bytes are set). KAGENT_JUDGE_LEAN=1/0 forces lean or not; lean here means one worker at a
         time too (choose_memory_mode)."""
         forced = os.environ.get("KAGENT_JUDGE_LEAN")
         if forced in ("0", "1"):
@@ -538,11 +539,7 @@ class Judge:
         free_now = self.free_device_bytes()
         if free_now is None or trials <= 1:
             return False
-        torch = core.torch_module()
-        ref0 = self.refs[0]
-        outs = list(ref0) if isinstance(ref0, (tuple, list)) else [ref0]
-        out_b = sum(r.numel() * r.element_size() for r in outs if torch.is_tensor(r))
-        in_b = self.problem.input_bytes()
+        in_b, out_b = self.input_bytes, self.output_bytes
         need = ((trials - 1) * (in_b + out_b) + (max(1, samples) + 1) * out_b
                 + 2 * (trials * in_b + 2 * out_b) + 4 * (in_b + out_b) + (2 << 30))
         lean = free_now < need

@@ -148,13 +148,12 @@ class Lean(unittest.TestCase):
 
 class ResidentSets(unittest.TestCase):
     """Which trials' inputs and references the judge keeps on the device, from its free memory and the
-    problem's sizes (tensors on torch's meta device: sizes without memory)."""
+    problem's sizes."""
 
     def decide(self, free_gib, out_shape, in_bytes, env=None):
+        import math
         import types
-        import torch
-        ref = torch.empty(*out_shape, dtype=torch.bfloat16, device="meta")
-        stub = types.SimpleNamespace(refs=[ref], problem=types.SimpleNamespace(input_bytes=lambda: in_bytes),
+        stub = types.SimpleNamespace(input_bytes=in_bytes, output_bytes=math.prod(out_shape) * 2,  # bf16
                                      free_device_bytes=lambda: int(free_gib * 2**30))
         old = os.environ.pop("KAGENT_JUDGE_LEAN", None)
         try:
@@ -178,10 +177,7 @@ class ResidentSets(unittest.TestCase):
         self.assertTrue(self.decide(500, (4,), 8, env="1"))
         self.assertFalse(self.decide(1, (112, 64, 512, 512), 1 << 34, env="0"))
         import types
-        import torch
-        stub = types.SimpleNamespace(refs=[torch.empty(4, device="meta")],
-                                     problem=types.SimpleNamespace(input_bytes=lambda: 1 << 40),
-                                     free_device_bytes=lambda: 1)
+        stub = types.SimpleNamespace(input_bytes=1 << 40, output_bytes=8, free_device_bytes=lambda: 1)
         self.assertFalse(judge.Judge.choose_resident_sets(stub, 1, 3))
 
 
