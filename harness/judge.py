@@ -545,9 +545,8 @@ class Judge:
         lean = free_now < need
         self.memory_sets = {"lean_sets": lean, "free_bytes_at_load": free_now, "needed_resident": need}
         if lean:
-            print(f"judge: lean input sets: trial 0 resident, trials 1-{trials - 1} drawn from their seeds when "
-                  f"needed ({free_now / 2**30:.1f} GiB free, {need / 2**30:.1f} GiB needed to keep them all)",
-                  file=sys.stderr, flush=True)
+            self.notice(f"judge: lean input sets: trial 0 resident, trials 1-{trials - 1} drawn from their seeds "
+                        f"when needed ({free_now / 2**30:.1f} GiB free, {need / 2**30:.1f} GiB needed to keep them all)")
         return lean
 
     def free_device_bytes(self):
@@ -581,9 +580,17 @@ class Judge:
         trace("memory", self.memory)
         if self.lean:
             gib = (lambda b: f"{b / 2**30:.1f} GiB" if b is not None else "unknown")
-            print(f"judge: lean memory mode (one worker at a time): a worker takes {gib(worker)}, "
-                  f"{gib(free_now)} free, {gib(need)} needed for two{' (forced)' if forced in ('0', '1') else ''}",
-                  file=sys.stderr, flush=True)
+            self.notice(f"judge: lean memory mode (one worker at a time): a worker takes {gib(worker)}, "
+                        f"{gib(free_now)} free, {gib(need)} needed for two{' (forced)' if forced in ('0', '1') else ''}")
+
+    def notice(self, line):
+        """A decision about this judge, for the user: on stderr (the request's output) and appended to
+        server.log in the log directory (while a request runs, our stderr goes to its capture file, not
+        to the server's log)."""
+        print(line, file=sys.stderr, flush=True)
+        with contextlib.suppress(OSError):
+            with open(os.path.join(self.log_dir, "server.log"), "a", encoding="utf-8") as f:
+                f.write(line + "\n")
 
     def shared_launchers(self):
         """The launcher cache shared by this judge's workers (launchers.py): only on NVIDIA under bwrap,

@@ -93,12 +93,13 @@ struct run_outcome {
   std::map<std::string, kagent::store::program_record> by_name;
 };
 
-run_outcome run_search(const scratch& s, const fs::path& kdir, const std::string& cfg) {
+run_outcome run_search(const scratch& s, const fs::path& kdir, const std::string& cfg,
+                       const kagent::env_map& env = kEnv) {
   s.write("cfg.yaml", cfg);
   run_outcome o;
   o.proc = run({"--strategy", (s.dir / "cfg.yaml").string(), "--kernel-dir", kdir.string(), "--run-dir",
                 (s.dir / "runs").string()},
-               kEnv, "", 840);
+               env, "", 840);
   auto dirs = run_dirs(s.dir / "runs");
   if (dirs.size() != 1) return o;
   o.run_dir = dirs.front();
@@ -157,6 +158,32 @@ TEST(Cheats, NoCheatIsVerifiedAndTheHonestKernelsWinInTheirTrueOrder) {
   // The best kernel's share of the physics floor is not reported on the cpu platform (no peak
   // bandwidth), and the best kernel is exactly the verified code.
   EXPECT_EQ(slurp(o.run_dir / "output" / "best_kernel.py"), o.by_name.at("honest_control.py").code);
+}
+
+TEST(Cheats, TheLeanJudgeOfSmallCardsRejectsTheCachesAndZerosToo) {
+  // KAGENT_JUDGE_LEAN=1: what an 80 GB card gets for RMSNorm. Only trial 0's inputs and reference stay
+  // with the judge (trials 1 and 2 are drawn again from their seeds) and one worker runs at a time.
+  // A cache keyed by address or by content, and zeros, must still fail; the honest kernel still wins.
+  scratch s;
+  std::vector<std::string> kernels;
+  for (const char* f : {"cache_by_address.py", "cache_by_content.py", "zeros.py", "honest_control.py"})
+    kernels.push_back(std::string("# corpus: ") + f + "\n" + slurp(fs::path(kCheats) / f));
+  const auto kdir = kernel_dir_with(s, kernels);
+  auto env = kEnv;
+  env["KAGENT_JUDGE_LEAN"] = "1";
+  auto o = run_search(s, kdir, config(static_cast<int>(kernels.size())), env);
+  ASSERT_EQ(o.proc.exit_code, 0) << o.proc.err << o.proc.out;
+  ASSERT_EQ(o.by_name.size(), kernels.size() + 1) << o.proc.out;
+  for (const char* cheat : {"cache_by_address.py", "cache_by_content.py", "zeros.py"}) {
+    const auto& p = o.by_name.at(cheat);
+    SCOPED_TRACE(std::string(cheat) + ": " + p.status + " " + p.error.value_or(""));
+    EXPECT_NE(p.status, "verified");
+  }
+  EXPECT_EQ(o.by_name.at("honest_control.py").status, "verified");
+  EXPECT_EQ(o.summary.value("best_program_id", ""), o.by_name.at("honest_control.py").id);
+  // The judge said it ran lean.
+  // The judge says so where the README points the user: the device's server.log.
+  EXPECT_NE(slurp(o.run_dir / "workers" / "gpu0" / "server.log").find("judge: lean memory mode"), std::string::npos);
 }
 
 // test.py of the user checks a shape the harness never uses (50 rows, not a multiple of 16).
