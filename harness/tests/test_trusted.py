@@ -153,8 +153,9 @@ class ResidentSets(unittest.TestCase):
     def decide(self, free_gib, out_shape, in_bytes, env=None):
         import math
         import types
+        self.notices = []
         stub = types.SimpleNamespace(input_bytes=in_bytes, output_bytes=math.prod(out_shape) * 2,  # bf16
-                                     free_device_bytes=lambda: int(free_gib * 2**30))
+                                     free_device_bytes=lambda: int(free_gib * 2**30), notice=self.notices.append)
         old = os.environ.pop("KAGENT_JUDGE_LEAN", None)
         try:
             if env is not None:
@@ -168,7 +169,9 @@ class ResidentSets(unittest.TestCase):
     def test_rmsnorm_is_lean_on_an_80_gb_card_and_not_on_a_141_gb_one(self):
         rms = (112, 64, 512, 512)  # 3.5 GiB in and out
         self.assertTrue(self.decide(72, rms, 112 * 64 * 512 * 512 * 2))
+        self.assertTrue(self.notices and self.notices[0].startswith("judge: lean input sets"), self.notices)
         self.assertFalse(self.decide(133, rms, 112 * 64 * 512 * 512 * 2))
+        self.assertEqual(self.notices, [])
 
     def test_matvec_keeps_every_trial_on_an_80_gb_card(self):
         self.assertFalse(self.decide(72, (2048, 1), 2048 * 1048576 * 2 + 1048576 * 2))
@@ -177,7 +180,8 @@ class ResidentSets(unittest.TestCase):
         self.assertTrue(self.decide(500, (4,), 8, env="1"))
         self.assertFalse(self.decide(1, (112, 64, 512, 512), 1 << 34, env="0"))
         import types
-        stub = types.SimpleNamespace(input_bytes=1 << 40, output_bytes=8, free_device_bytes=lambda: 1)
+        stub = types.SimpleNamespace(input_bytes=1 << 40, output_bytes=8, free_device_bytes=lambda: 1,
+                                     notice=lambda line: None)
         self.assertFalse(judge.Judge.choose_resident_sets(stub, 1, 3))
 
 
