@@ -31,6 +31,7 @@ caf::behavior analysis_state::start(caf::stateful_actor<analysis_state>* self, c
 caf::result<parent_analysis> analysis_state::analyze(const analyze_parent& a) {
   req_ = a;
   out_.parent_id = a.parent_id;
+  requester_ = caf::actor_cast<caf::actor>(self_->current_sender());
   rp_ = self_->make_response_promise<parent_analysis>();
   if (a.known_profile) {
     // The parent was profiled when it was a candidate (its SOL profile): no second profile.
@@ -82,6 +83,10 @@ void analysis_state::on_profile(const profile_result& pr) {
 // `lead`: directions already decided (the synthetic diagnosis), placed first; the LLM is asked for the
 // rest of the strategy's fan-out.
 void analysis_state::ask_llm(std::vector<bottleneck> lead) {
+  if (requester_) {
+    self_->send(requester_, asking_atom::value, req_.parent_id);
+    requester_ = caf::actor{};
+  }
   bottleneck_prompt_input in;
   in.kernel_code = req_.code;
   in.platform = profile_platform_.empty() ? ctx_->cfg.platform.profiler : profile_platform_;

@@ -39,10 +39,12 @@ private:
   std::optional<kernel_profile> profile_;  ///< what the directions are asked from
   std::string profile_platform_;
   caf::response_promise rp_;
+  caf::actor requester_;  ///< told (asking_atom) when the device part is over; once
 };
 
 /// Profiles a parent (through `worker`), asks the LLM for its bottleneck directions (or builds the
-/// synthetic one), replies analyze_parent -> parent_analysis and quits.
+/// synthetic one), replies analyze_parent -> parent_analysis and quits. The requester is told
+/// (asking_atom, parent id) when the device part is over and the LLM is asked.
 caf::behavior parent_analysis_actor(caf::stateful_actor<analysis_state>* self, context_ptr ctx, caf::actor worker,
                                     llm_api llm);
 

@@ -141,7 +141,8 @@ device_actor_type::behavior_type device_state::start(device_actor_type::stateful
 // not started: the device goes to the next candidate.
 evaluation device_state::run_evaluation(const evaluate& req) {
   std::optional<work_scope> scope;
-  if (req.mode != device_mode::initial && !req.candidate_id.empty()) scope.emplace(req.candidate_id);
+  const bool start = req.mode == device_mode::initial || req.mode == device_mode::start_checks;
+  if (!start && !req.candidate_id.empty()) scope.emplace(req.candidate_id);
   try {
     if (scope && should_give_up()) {
       evaluation e;

@@ -91,6 +91,10 @@ caf::behavior manager_state::start(caf::stateful_actor<manager_state>* self, con
       [this](interrupt_atom, int sig) { return interrupt(sig); },
       [this](const profiling_failed& pf) { on_profiling_failed(pf); },
       [this](const dedup_query& q) { return on_dedup(q); },
+      [this](asking_atom, const std::string& pid) {
+        // The starting kernel's analysis left the device for the LLM: its other checks run now.
+        if (pid == "initial") run_start_checks();
+      },
       [this](const candidate_measured& m) { on_measured(m); },
       [this](best_atom) { return best_ms_now(); },
       [this](const store::llm_call_record& c) {
@@ -135,7 +139,10 @@ void manager_state::on_start() {
   start_fresh();
 }
 
-// A new run evaluates the starting kernel first: verified and timed, or the run ends.
+// A new run evaluates the starting kernel first: verified and timed, or the run ends. What its
+// analysis does not need (the kernel directory's test.py, PyTorch eager's and torch.compile's
+// timings: 20-50 s of device time on the H100) runs later, while that analysis waits for its LLM
+// reply (run_start_checks), and no candidate is dispatched before it passed.
 void manager_state::start_fresh() {
   store::program_record init;
   init.id = "initial";
@@ -147,8 +154,7 @@ void manager_state::start_fresh() {
   if (!db_->get_program("initial")) db_->insert_program(init);
   const auto work_dir = run_path_ / "candidates" / "initial";
   fs::create_directories(work_dir);
-  const auto timeout =
-      seconds_ms(ctx_->test_timeout_s + 3 * ctx_->cfg.benchmark_timeout_s + ctx_->cfg.user_test_timeout_s);
+  const auto timeout = seconds_ms(ctx_->test_timeout_s + 3 * ctx_->cfg.benchmark_timeout_s);
   self_->request(workers_.front().actor, timeout, evaluate{"initial", ctx_->input_code, device_mode::initial, work_dir.string()})
       .then([this, work_dir](const evaluation& e) { on_initial(e, work_dir); },
             [this](caf::error& err) { finish(false, "Initial kernel could not be evaluated: " + to_string(err)); });
@@ -156,8 +162,6 @@ void manager_state::start_fresh() {
 
 void manager_state::on_initial(const evaluation& e, const fs::path& work_dir) {
   if (finished_) return;  // interrupted: the initial kernel stays pending
-  eager_ = e.eager_ms;
-  compile_ = e.compile_ms;
   device_s_ += e.wall_s;
   save_session();
   store::program_update u;
@@ -192,14 +196,65 @@ void manager_state::on_initial(const evaluation& e, const fs::path& work_dir) {
   u.time_ms = e.time_ms;
   u.floor_pct = measured_or_none(e.floor_pct);
   db_->update_program("initial", u);
-  db_->set_state_json(store::state_key::eager_ms, num_or_null(eager_));
-  db_->set_state_json(store::state_key::compile_ms, num_or_null(compile_));
   db_->set_state_json(store::state_key::initial_ms, num_or_null(initial_));
-  emit(event_kind::initial, {{"initial_ms", num_or_null(initial_)}, {"eager_ms", num_or_null(eager_)},
-                   {"compile_ms", num_or_null(compile_)}, {"best_ms", num_or_null(initial_)},
-                   {"device_s", e.wall_s}});
+  emit(event_kind::initial, {{"initial_ms", num_or_null(initial_)}, {"best_ms", num_or_null(initial_)},
+                             {"device_s", e.wall_s}});
   ledger_->start({"initial", "", ctx_->input_code, e.time_ms, 0, *u.code_hash});
   begin_search();
+}
+
+// The starting kernel's test.py and reference timings, on the device that evaluated it. Sent once:
+// when the starting kernel's analysis leaves the device for the LLM (asking_atom), at once when that
+// analysis profiles on another device or needs no device, or when the run ends before either.
+void manager_state::run_start_checks() {
+  if (finished_ || checks_ != start_checks::waiting) return;
+  checks_ = start_checks::running;
+  const auto work_dir = run_path_ / "candidates" / "initial";
+  fs::create_directories(work_dir);
+  const auto timeout = seconds_ms(2 * ctx_->cfg.benchmark_timeout_s + ctx_->cfg.user_test_timeout_s + 60);
+  self_->request(workers_.front().actor, timeout,
+                 evaluate{"initial", ctx_->input_code, device_mode::start_checks, work_dir.string()})
+      .then([this](const evaluation& e) { on_start_checks(e); },
+            [this](caf::error& err) {
+              if (finished_) return;
+              finish(false, "The starting kernel could not be checked: " + to_string(err));
+            });
+}
+
+void manager_state::on_start_checks(const evaluation& e) {
+  if (finished_) return;  // interrupted: a resumed run checks it again
+  device_s_ += e.wall_s;
+  save_session();
+  if (e.failure_cause == failure_kind::user_test) {
+    // As if it had failed at the start: the starting kernel is not a verified program, and the run
+    // ends with the test's output (a resume starts over).
+    store::program_update u;
+    u.status = store::program_status::failed;
+    u.failure_cause = to_string(failure_kind::user_test);
+    u.error = e.error;
+    db_->update_program("initial", u);
+    emit(event_kind::error, {{"what", "the starting kernel fails the kernel directory's test.py"},
+                             {"error", e.error.substr(0, 2000)}});
+    return finish(false, "The starting kernel fails the kernel directory's own test: " + e.error.substr(0, 2000));
+  }
+  if (e.failure_cause) {
+    // The references are what the speed-ups are quoted against, not what the search needs: the run
+    // goes on without them, and says so.
+    emit(event_kind::note, {{"what", "PyTorch eager and torch.compile were not timed (the run goes on without "
+                                     "them): " + e.error.substr(0, 600)}});
+  } else {
+    eager_ = e.eager_ms;
+    compile_ = e.compile_ms;
+  }
+  checks_ = start_checks::done;
+  db_->set_states({{store::state_key::eager_ms, num_or_null(eager_).dump()},
+                   {store::state_key::compile_ms, num_or_null(compile_).dump()},
+                   {store::state_key::start_checked, "1"}});
+  emit(event_kind::start_checked, {{"eager_ms", num_or_null(eager_)}, {"compile_ms", num_or_null(compile_)},
+                                   {"user_test", e.user_test_s > 0 ? "passed" : "not run"},
+                                   {"user_test_s", e.user_test_s}, {"device_s", e.wall_s}});
+  if (ending_) return end_when_settled();
+  pump();
 }
 
 void manager_state::begin_search() {
@@ -218,6 +273,9 @@ void manager_state::resume() {
   compile_ = stored.compile_ms;
   prior_sessions_ = stored.sessions;
   initial_ = measured_or_not(init->time_ms);
+  // A run that was stopped before the starting kernel's checks ended runs them again (runs of
+  // versions that checked it in one step have its references and no start_checked).
+  if (db_->get_state(store::state_key::start_checked) || eager_ >= 0) checks_ = start_checks::done;
   analysis_ = std::move(stored.analyses);
   profiles_ = std::move(stored.profiles);
   for (auto& w : workers_)
@@ -245,6 +303,7 @@ void manager_state::resume() {
   emit(event_kind::initial, {{"initial_ms", num_or_null(initial_)}, {"eager_ms", num_or_null(eager_)},
                    {"compile_ms", num_or_null(compile_)},
                    {"best_ms", best ? num_or_null(best->time_ms) : num_or_null(initial_)}});
+  run_start_checks();
   switch (plan.next) {
     case search::resume_step::refill: return refill();
     case search::resume_step::dispatch: return pump();
@@ -349,7 +408,7 @@ void manager_state::pump() {
       ++it;
       continue;
     }
-    if (static_cast<int>(inflight_.size()) >= slots_) {
+    if (checks_ != start_checks::done || static_cast<int>(inflight_.size()) >= slots_) {
       ++it;
       continue;
     }
@@ -366,6 +425,8 @@ void manager_state::request_analysis(const candidate_spec& spec) {
   const size_t k = least_loaded();
   auto a = self_->spawn(parent_analysis_actor, ctx_, workers_[k].actor, llm_);
   analysts_[pid] = a;
+  // Profiled on another device (or not profiled at all): the first device is free for the checks now.
+  if (pid == "initial" && (k != 0 || ctx_->cfg.profile == "never")) run_start_checks();
   analyze_parent req;
   req.parent_id = pid;
   req.code = spec.parent_code;
@@ -397,6 +458,7 @@ void manager_state::request_analysis(const candidate_spec& spec) {
 
 void manager_state::on_analysis(const std::string& pid, kernel_analysis a, double device_s, const std::string& error) {
   analyzing_.erase(pid);
+  if (pid == "initial") run_start_checks();  // an analysis that failed before it asked the LLM
   device_s_ += device_s;
   save_session();
   // The parent's baseline profile is its profile: the final-profile step reuses it.
@@ -885,6 +947,7 @@ void manager_state::finish(bool success, const std::string& error) {
   if (finished_) return;
   if (!success) return finish_now(success, error);
   ending_ = pending_end{success, error};
+  run_start_checks();  // a run that ends before any analysis asked its LLM still checks its start
   const bool settled = std::all_of(inflight_.begin(), inflight_.end(),
                                    [](const auto& c) { return c.second.measured.has_value(); });
   if (settled && !final_profile_requested_) {
@@ -902,7 +965,7 @@ void manager_state::finish(bool success, const std::string& error) {
 }
 
 void manager_state::end_when_settled() {
-  if (finished_ || !ending_ || final_profile_running_ || !inflight_.empty()) return;
+  if (finished_ || !ending_ || final_profile_running_ || !inflight_.empty() || checks_ == start_checks::running) return;
   finish_now(ending_->success, ending_->error);
 }
 

@@ -74,6 +74,8 @@ private:
   void on_start();
   void start_fresh();
   void on_initial(const evaluation& e, const std::filesystem::path& work_dir);
+  void run_start_checks();
+  void on_start_checks(const evaluation& e);
   void resume();
   void begin_search();
   // ---- planning and dispatch ----------------------------------------------------------------------
@@ -163,6 +165,10 @@ private:
   bool stop_requested_ = false;
   bool final_profile_requested_ = false;
   bool final_profile_running_ = false;
+  /// The starting kernel's test.py and reference timings (device_mode::start_checks) run on the first
+  /// device while its analysis waits for the LLM; no candidate is dispatched before they are done.
+  enum class start_checks { waiting, running, done };
+  start_checks checks_ = start_checks::waiting;
   std::optional<pending_end> ending_;  ///< finish() was called; the run waits for what is still in flight
   std::string stop_reason_;
   int profiling_failures_ = 0;

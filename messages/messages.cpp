@@ -37,6 +37,7 @@ const char* to_string(event_kind k) {
     case event_kind::node_down: return "node_down";
     case event_kind::node_up: return "node_up";
     case event_kind::candidate_end: return "candidate_end";
+    case event_kind::start_checked: return "start_checked";
   }
   return "note";
 }

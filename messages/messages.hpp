@@ -42,6 +42,9 @@ using step_atom = caf::atom_constant<caf::atom("step")>;
 /// (best_atom) -> double: the run's best time now (not_measured when none), asked by a candidate right
 /// before its benchmark, so that `user_test: best` is decided against the best of that moment.
 using best_atom = caf::atom_constant<caf::atom("best")>;
+/// (asking_atom, parent id): a parent analysis is done with the device (its profile taken or not
+/// needed) and waits for its LLM reply; to the manager, which gives the device other work meanwhile.
+using asking_atom = caf::atom_constant<caf::atom("asking")>;
 
 // ---- LLM -----------------------------------------------------------------------------------------
 struct chat_message {
@@ -330,7 +333,7 @@ struct parent_analysis {
 enum class event_kind : uint8_t {
   run_start, note, error, initial_step, initial, resume, round_start, round_end, analysis_start, analysis,
   candidate_start, candidate_result, concurrency, profiling_failed, mode_change, interrupted, run_end, llm_call,
-  llm_retry, node_down, node_up, candidate_end,
+  llm_retry, node_down, node_up, candidate_end, start_checked,
 };
 /// The name written to events.jsonl ("run_start", "candidate_result", ...).
 const char* to_string(event_kind k);

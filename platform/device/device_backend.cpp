@@ -110,12 +110,20 @@ private:
 bool wants_user_test(const device_settings& s, const device_request& req, double time_ms, const std::string& hash,
                      const tested_programs& tested) {
   if (s.user_test == "never" || s.test_path.empty()) return false;
-  if (req.mode == device_mode::initial || s.user_test == "every") return true;
+  if (req.mode == device_mode::start_checks || s.user_test == "every") return true;
   if (tested.passed(hash)) return false;
   double bar = req.best_ms;
   const double now = s.recorded_best_ms ? s.recorded_best_ms->load() : not_measured;
   if (is_measured(now) && (!is_measured(bar) || now < bar)) bar = now;
   return !is_measured(bar) || time_ms < bar;
+}
+
+// A benchmark target's median ("candidate", "eager", "compile") in a harness reply; not_measured if none.
+double median_of(const nlohmann::json& res, const char* k) {
+  if (res.is_object() && res.contains(k) && res[k].is_object() && res[k].contains("median_ms") &&
+      res[k]["median_ms"].is_number())
+    return res[k]["median_ms"].get<double>();
+  return not_measured;
 }
 
 // The failure cause of a reply that arrived (the harness's "kind").
@@ -211,11 +219,7 @@ public:
     auto step = [&](const char* what) {
       if (req.on_step) req.on_step(what);
     };
-    if (req.mode == device_mode::initial && wants_user_test(s_, req, -1, "", tested_)) {
-      step("running the kernel directory's test.py");
-      if (!run_user_test(s_, env_, req.code, req.work_dir.empty() ? fs::path(s_.run_path) : fs::path(req.work_dir), e))
-        return finish(e, t0);
-    }
+    if (req.mode == device_mode::start_checks) return start_checks(req, base, e, t0);
     if (req.mode == device_mode::verify || req.mode == device_mode::initial) {
       step("verifying");
       auto r = client_->request(merged(base, {{"op", "verify"}}), verify_timeout);
@@ -233,12 +237,8 @@ public:
       e.verified = true;
     }
     if (req.mode == device_mode::benchmark || req.mode == device_mode::initial) {
-      nlohmann::json targets = nlohmann::json{"candidate"};
-      if (req.mode == device_mode::initial) targets.push_back("eager");
-      if (req.mode == device_mode::initial && s_.compile_reference) targets.push_back("compile");
-      step(req.mode != device_mode::initial        ? "timing"
-           : s_.compile_reference ? "timing it, PyTorch eager and torch.compile"
-                                  : "timing it and PyTorch eager");
+      const nlohmann::json targets = nlohmann::json{"candidate"};
+      step("timing");
       auto r = client_->request(merged(base, {{"op", "benchmark"},
                                               {"targets", targets},
                                               {"warmup", static_cast<int>(s_.benchmark_warmup)},
@@ -253,14 +253,7 @@ public:
       }
       const auto& res = r.body["result"];
       if (res.contains("floor_ms") && res["floor_ms"].is_number()) e.floor_ms = res["floor_ms"].get<double>();
-      auto median = [&](const char* k) {
-        if (res.contains(k) && res[k].is_object() && res[k].contains("median_ms") && res[k]["median_ms"].is_number())
-          return res[k]["median_ms"].get<double>();
-        return not_measured;
-      };
-      e.time_ms = median("candidate");
-      e.eager_ms = median("eager");
-      e.compile_ms = median("compile");
+      e.time_ms = median_of(res, "candidate");
       if (res.contains("candidate") && res["candidate"].is_object()) {
         const auto& c = res["candidate"];
         // Spread: interquartile range relative to the median, as the harness reports it.
@@ -286,6 +279,42 @@ public:
   }
 
 private:
+  // The starting kernel's other checks (device_mode::start_checks): the kernel directory's test.py,
+  // then PyTorch eager's and torch.compile's timings. A failed test.py is cause user_test; references
+  // that cannot be timed fail with cause benchmark (the run goes on without them).
+  device_result& start_checks(const device_request& req, const nlohmann::json& base, device_result& e,
+                              std::chrono::steady_clock::time_point t0) {
+    auto step = [&](const char* what) {
+      if (req.on_step) req.on_step(what);
+    };
+    const auto timeout = std::chrono::milliseconds(static_cast<long>(s_.benchmark_timeout_s * 1000));
+    auto h = client_->request(merged(base, {{"op", "hash"}}), timeout);
+    if (h.ok() && h.body["result"].contains("hash")) e.code_hash = h.body["result"]["hash"].get<std::string>();
+    if (wants_user_test(s_, req, -1, "", tested_)) {
+      step("running the kernel directory's test.py");
+      if (!run_user_test(s_, env_, req.code, req.work_dir.empty() ? fs::path(s_.run_path) : fs::path(req.work_dir), e))
+        return finish(e, t0);
+    }
+    nlohmann::json targets = nlohmann::json{"eager"};
+    if (s_.compile_reference) targets.push_back("compile");
+    step(s_.compile_reference ? "timing PyTorch eager and torch.compile" : "timing PyTorch eager");
+    auto r = client_->request(merged(base, {{"op", "benchmark"},
+                                            {"targets", targets},
+                                            {"warmup", static_cast<int>(s_.benchmark_warmup)},
+                                            {"repeat", static_cast<int>(s_.benchmark_repeat)}}),
+                              timeout);
+    take_output(e, r);
+    if (!r.ok()) {
+      e.error = "the PyTorch reference could not be timed: " + r.error();
+      e.failure_cause = cause_of(r, failure_kind::benchmark);
+      if (r.failure == evaluator_failure::none) e.failure_cause = cause_of_kind(r.body, failure_kind::benchmark);
+      return finish(e, t0);
+    }
+    e.eager_ms = median_of(r.body["result"], "eager");
+    e.compile_ms = median_of(r.body["result"], "compile");
+    if (e.code_hash.empty()) e.code_hash = store::sha256_hex(req.code);
+    return finish(e, t0);
+  }
   static nlohmann::json merged(nlohmann::json a, const nlohmann::json& b) {
     a.update(b);
     return a;
@@ -378,8 +407,12 @@ public:
     e.candidate_id = req.candidate_id;
     const auto dir = fs::path(req.work_dir.empty() ? s_.run_path : req.work_dir);
     fs::create_directories(dir);
-    const auto kernel = dir / fmt::format("kernel_{}.py", req.mode == device_mode::initial ? "initial" : "candidate");
+    const bool start = req.mode == device_mode::initial || req.mode == device_mode::start_checks;
+    const auto kernel = dir / fmt::format("kernel_{}.py", start ? "initial" : "candidate");
     store::write_file_atomic(kernel, req.code);
+    if (req.mode == device_mode::start_checks && wants_user_test(s_, req, -1, "", tested_) &&
+        !run_user_test(s_, env_, req.code, dir, e))
+      return e;
     const auto out = dir / fmt::format("run_once_{}.json", to_string(req.mode));
     fs::remove(out);
     process_spec p;
@@ -396,16 +429,18 @@ public:
     } else if (req.mode == device_mode::benchmark) {
       p.argv.insert(p.argv.end(), {"--mode", "benchmark", "--targets", "candidate"});
       timeout_s = s_.benchmark_timeout_s;
+    } else if (req.mode == device_mode::start_checks) {
+      p.argv.insert(p.argv.end(), {"--mode", "benchmark", "--targets", s_.compile_reference ? "eager,compile" : "eager"});
+      timeout_s = s_.benchmark_timeout_s;
     } else {
-      p.argv.insert(p.argv.end(),
-                    {"--mode", "both", "--targets", s_.compile_reference ? "candidate,eager,compile" : "candidate,eager"});
+      p.argv.insert(p.argv.end(), {"--mode", "both", "--targets", "candidate"});
       timeout_s += s_.benchmark_timeout_s;
     }
     p.env = env_;
     p.cwd = dir.string();
     p.timeout = std::chrono::milliseconds(static_cast<long>(timeout_s * 1000));
     const auto r = run_process(p);
-    e.wall_s = r.wall_s;
+    e.wall_s += r.wall_s;  // after test.py's, for start_checks
     e.stdout_tail = tail_text(r.out, 4000);
     e.stderr_tail = tail_text(r.err, 4000);
     nlohmann::json j = nlohmann::json::parse(fs::exists(out) ? read_file(out) : std::string{"null"},
@@ -413,6 +448,7 @@ public:
     if (r.timed_out || r.term_signal != 0 || !j.is_object()) {
       e.failure_cause = r.timed_out ? failure_kind::timeout : r.term_signal != 0 ? failure_kind::crash : failure_kind::harness;
       e.error = fmt::format("run_once.py ({}) {}", to_string(req.mode), r.describe());
+      if (req.mode == device_mode::start_checks) e.error = "the PyTorch reference could not be timed: " + e.error;
       return e;
     }
     const auto& res = j.contains("result") && j["result"].is_object() ? j["result"] : nlohmann::json::object();
@@ -421,23 +457,20 @@ public:
       if (j.contains("traceback") && j["traceback"].is_string() && !j["traceback"].get<std::string>().empty())
         e.stderr_tail += "\n--- traceback ---\n" + j["traceback"].get<std::string>();
       if (j.value("kind", std::string{}) == "problem_error") e.error = "the kernel directory's " + e.error;
-      e.failure_cause = cause_of_kind(j, j.value("poisoned", false)                ? failure_kind::crash
-                                         : req.mode == device_mode::benchmark ? failure_kind::benchmark
-                                                                              : failure_kind::verification);
+      e.failure_cause = cause_of_kind(j, j.value("poisoned", false) ? failure_kind::crash
+                                         : req.mode == device_mode::benchmark || req.mode == device_mode::start_checks
+                                             ? failure_kind::benchmark
+                                             : failure_kind::verification);
       if (e.error.rfind("Disallowed PyTorch usage", 0) == 0) e.failure_cause = failure_kind::banned;
+      if (req.mode == device_mode::start_checks) e.error = "the PyTorch reference could not be timed: " + e.error;
       return e;
     }
     e.verified = true;  // run_once verifies before it benchmarks ("both"), and a benchmark follows a verify
     if (res.contains("benchmark")) {
-      auto median = [&](const char* k) {
-        const auto& b = res["benchmark"];
-        if (b.contains(k) && b[k].is_object() && b[k].contains("median_ms") && b[k]["median_ms"].is_number())
-          return b[k]["median_ms"].get<double>();
-        return not_measured;
-      };
-      e.time_ms = median("candidate");
-      e.eager_ms = median("eager");
-      e.compile_ms = median("compile");
+      const auto& b = res["benchmark"];
+      e.time_ms = median_of(b, "candidate");
+      e.eager_ms = median_of(b, "eager");
+      e.compile_ms = median_of(b, "compile");
       e.benchmarked = is_measured(e.time_ms);
     }
     if (res.contains("hash") && res["hash"].is_object() && res["hash"].contains("hash"))
@@ -447,13 +480,9 @@ public:
       e.floor_ms = res["benchmark"]["floor_ms"].get<double>();
       if (e.time_ms > 0) e.floor_pct = e.floor_ms / e.time_ms * 100.0;
     }
-    if ((req.mode == device_mode::benchmark && wants_user_test(s_, req, e.time_ms, e.code_hash, tested_)) ||
-        (req.mode == device_mode::initial && wants_user_test(s_, req, -1, "", tested_))) {
-      if (!run_user_test(s_, env_, req.code, dir, e)) {
-        e.benchmarked = false;
-        e.verified = req.mode != device_mode::initial && e.verified;
-      }
-    }
+    if (req.mode == device_mode::benchmark && wants_user_test(s_, req, e.time_ms, e.code_hash, tested_) &&
+        !run_user_test(s_, env_, req.code, dir, e))
+      e.benchmarked = false;
     tested_.note(e);
     return e;
   }

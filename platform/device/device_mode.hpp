@@ -7,18 +7,21 @@ namespace kagent {
 enum class device_mode : uint8_t {
   verify,     ///< correctness, on several input sets
   benchmark,  ///< the candidate's timing (and the kernel directory's test.py under user_test)
-  initial,    ///< the starting kernel: test.py unless user_test is never, verify, then the candidate's,
-              ///< PyTorch eager's and (compile_reference) torch.compile's timings
+  initial,    ///< the starting kernel: verify, then its timing (what its analysis and the search need)
+  start_checks,  ///< the starting kernel's other checks, run while the first LLM replies are written:
+                 ///< test.py unless user_test is never, then PyTorch eager's and (compile_reference)
+                 ///< torch.compile's timings
   warm,       ///< no kernel: start the device's evaluator and load problem.py, so that its first
               ///< candidate does not wait for them (sent once, when the device joins a run)
 };
 
-/// "verify", "benchmark", "initial", "warm": the names of logs, files and messages.
+/// "verify", "benchmark", "initial", "start_checks", "warm": the names of logs, files and messages.
 inline const char* to_string(device_mode m) {
   switch (m) {
     case device_mode::verify: return "verify";
     case device_mode::benchmark: return "benchmark";
     case device_mode::initial: return "initial";
+    case device_mode::start_checks: return "start_checks";
     case device_mode::warm: return "warm";
   }
   return "verify";

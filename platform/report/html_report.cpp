@@ -454,7 +454,7 @@ std::string llm_section(const report_data& d) {
 }
 
 std::string events_section(const report_data& d) {
-  static const std::set<std::string> notable{"run_start", "initial", "mode_change", "profiling_failed", "error",
+  static const std::set<std::string> notable{"run_start", "initial", "start_checked", "mode_change", "profiling_failed", "error",
                                              "note", "resume", "run_end"};
   std::string s = "<h2 id=\"events\">Notable events</h2>\n";
   progress_state st;

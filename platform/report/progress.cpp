@@ -134,6 +134,12 @@ void update(progress_state& st, const std::string& type, const nlohmann::json& p
     if (auto v = positive_ms(p, "initial_ms")) st.initial_ms = v;
     note_best(st, p, "initial_ms");
     note_best(st, p, "best_ms");
+  } else if (type == "start_checked") {
+    // The starting kernel's test.py and reference timings, run while its analysis waited for the LLM.
+    if (auto d = finite_number(p, "device_s"); d && *d >= 0) {
+      st.device_s += *d;
+      st.saw_device_s = true;
+    }
   } else if (type == "initial_step") {
     st.initial_step = text_of(p, "step");
   } else if (type == "round_start") {
@@ -320,10 +326,17 @@ std::optional<std::string> format_log_line(const progress_state& st, const std::
                                (text_of(p, "sandbox_warning").empty() ? "" : " (" + text_of(p, "sandbox_warning") + ")")) +
                llm);
   }
+  // A new run times its references later (start_checked); a resumed run's initial event has them.
+  if (type == "initial" && !(p.is_object() && p.contains("eager_ms")))
+    return say(fmt::format("starting kernel {}", format_ms(positive_ms(p, "initial_ms"))));
   if (type == "initial")
     return say(fmt::format("starting kernel {} (PyTorch eager {}, torch.compile {})",
                            format_ms(positive_ms(p, "initial_ms")), format_ms(positive_ms(p, "eager_ms")),
                            format_ms(positive_ms(p, "compile_ms"))));
+  if (type == "start_checked")
+    return say(fmt::format("starting kernel checked: test.py {}, PyTorch eager {}, torch.compile {}",
+                           text_of(p, "user_test").empty() ? "n/a" : text_of(p, "user_test"),
+                           format_ms(positive_ms(p, "eager_ms")), format_ms(positive_ms(p, "compile_ms"))));
   if (type == "round_start")
     return say(fmt::format("round {}{}: {} candidates", st.round, st.max_rounds > 0 ? fmt::format("/{}", st.max_rounds) : "",
                            int_or(p, "candidates", 0)));

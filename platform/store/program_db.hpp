@@ -44,6 +44,9 @@ inline constexpr const char* strategy_state = "strategy_state";  ///< the strate
 inline constexpr const char* eager_ms = "eager_ms";          ///< JSON number or null (not measured)
 inline constexpr const char* compile_ms = "compile_ms";      ///< JSON number or null
 inline constexpr const char* initial_ms = "initial_ms";      ///< JSON number or null
+/// "1" once the starting kernel's test.py passed and its references were timed (device_mode::
+/// start_checks); until then no candidate goes to a device, and a resumed run runs them again.
+inline constexpr const char* start_checked = "start_checked";
 inline constexpr const char* analysis_mode = "analysis_mode";  ///< JSON {"<gpu id>": "profiled"|"synthetic"}
 /// JSON {"<gpu id>": "node/gpuN"}: the node of every program's gpu_id that is another node's device
 /// (many nodes); a gpu_id not named here is a device of the manager's own node.

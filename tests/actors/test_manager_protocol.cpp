@@ -6,6 +6,7 @@
 
 #include <caf/all.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <filesystem>
 #include <fstream>
@@ -78,6 +79,7 @@ caf::behavior fake_gpu_worker(caf::stateful_actor<fake_state>* self, int index, 
         return r;
       },
       [=](const profile& p) {
+        log->add("profile " + p.label + " " + p.candidate_id);
         profile_result r;
         r.candidate_id = p.candidate_id;
         r.profile.label = p.label;
@@ -181,6 +183,12 @@ TEST(ManagerProtocol, RoundsDedupAWorkerDeathAndTheSummaryWithScriptedWorkers) {
   // The starting kernel is evaluated first, on the first device, before anything is planned.
   ASSERT_FALSE(log.seq.empty());
   EXPECT_EQ(log.seq.front(), "evaluate initial@0");
+  // Its test.py and reference timings run on the same device while its analysis waits for the LLM,
+  // once, and no candidate goes out before they are done: every prompt has PyTorch eager's time.
+  const size_t checks = position(log.seq, "evaluate start_checks@0");
+  ASSERT_NE(checks, log.seq.size());
+  EXPECT_LT(checks, position(log.seq, "spec "));
+  EXPECT_EQ(std::count(log.seq.begin(), log.seq.end(), "evaluate start_checks@0"), 1);
   // Round barrier: no round-2 candidate goes out before every round-1 result is in.
   const size_t first_r2 = position(log.seq, "spec r2_");
   EXPECT_LT(position(log.seq, "result r1_c0"), first_r2);
@@ -196,6 +204,7 @@ TEST(ManagerProtocol, RoundsDedupAWorkerDeathAndTheSummaryWithScriptedWorkers) {
     EXPECT_EQ(s.baseline->source, "llm") << s.id;
     EXPECT_EQ(s.num_bottlenecks, 2);
     EXPECT_TRUE(s.worker_id == 0 || s.worker_id == 1) << s.id;
+    EXPECT_DOUBLE_EQ(s.eager_ms, 12.0) << s.id;
   }
   // Dedup: the starting kernel's code is known; of two identical siblings the first to ask claims it.
   EXPECT_EQ(log.dedup.at("r1_c1"), "initial");
@@ -232,4 +241,55 @@ TEST(ManagerProtocol, RoundsDedupAWorkerDeathAndTheSummaryWithScriptedWorkers) {
   while (std::getline(events, line)) all += line + "\n";
   EXPECT_NE(all.find("\"gpu worker respawned\""), std::string::npos);
   EXPECT_NE(all.find("\"run_end\""), std::string::npos);
+}
+
+// With a profiler, the starting kernel's checks wait for its baseline profile (the LLM's diagnosis needs
+// it first), then take the device while the LLM writes the diagnosis.
+TEST(ManagerProtocol, TheStartingKernelsChecksRunAfterItsProfileAndBeforeAnyCandidate) {
+  manager_case mc;
+  mc.ctx->cfg.profile = "parents";
+  mc.ctx->cfg.max_rounds = 1;
+  int code = -1;
+  nlohmann::json summary;
+  ASSERT_TRUE(test::run_manager_to_the_end(context_ptr{mc.ctx}, mc.fakes(), code, summary));
+  ASSERT_EQ(code, 0) << summary.dump(2);
+  const auto& seq = mc.log->seq;
+  const size_t profile = position(seq, "profile baseline initial");
+  ASSERT_NE(profile, seq.size());
+  EXPECT_LT(position(seq, "evaluate initial@0"), profile);
+  EXPECT_LT(profile, position(seq, "evaluate start_checks@0"));
+  EXPECT_LT(position(seq, "evaluate start_checks@0"), position(seq, "spec "));
+  EXPECT_DOUBLE_EQ(summary["eager_ms"].get<double>(), 12.0);
+  EXPECT_DOUBLE_EQ(summary["compile_ms"].get<double>(), 11.0);
+}
+
+// A run stopped after its starting kernel was timed but before its checks ended (program.db has the
+// verified start and no start_checked) runs them when it is resumed, before any candidate.
+TEST(ManagerProtocol, AResumeRunsTheStartingKernelsChecksThatTheEarlierSessionDidNotFinish) {
+  manager_case mc;
+  mc.ctx->cfg.max_rounds = 1;
+  {
+    auto db = store::program_db::open(fs::path(mc.ctx->run_path) / "program.db");
+    store::program_record init;
+    init.id = "initial";
+    init.status = store::program_status::verified;
+    init.code = mc.ctx->input_code;
+    init.time_ms = 10.0;
+    init.code_hash = "h-init";
+    db.insert_program(init);
+    db.set_state_json(store::state_key::initial_ms, 10.0);
+    db.set_state_json(store::state_key::eager_ms, nullptr);
+  }
+  mc.ctx->resume = true;
+  int code = -1;
+  nlohmann::json summary;
+  ASSERT_TRUE(test::run_manager_to_the_end(context_ptr{mc.ctx}, mc.fakes(), code, summary));
+  ASSERT_EQ(code, 0) << summary.dump(2);
+  const auto& seq = mc.log->seq;
+  EXPECT_EQ(position(seq, "evaluate initial@0"), seq.size()) << "the verified start is not evaluated again";
+  ASSERT_NE(position(seq, "evaluate start_checks@0"), seq.size());
+  EXPECT_LT(position(seq, "evaluate start_checks@0"), position(seq, "spec "));
+  EXPECT_DOUBLE_EQ(summary["eager_ms"].get<double>(), 12.0);
+  auto db = store::program_db::open(fs::path(mc.ctx->run_path) / "program.db", store::program_db::mode::read_only);
+  EXPECT_EQ(db.get_state(store::state_key::start_checked).value_or(""), "1");
 }

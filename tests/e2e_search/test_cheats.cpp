@@ -260,6 +260,24 @@ TEST(UserTest, AStartingKernelThatFailsItEndsTheRunWithItsOutput) {
   auto o = run_search(s, kdir, config(1));
   EXPECT_EQ(o.proc.exit_code, 1) << o.proc.err << o.proc.out;
   EXPECT_NE((o.proc.out + o.proc.err).find("edge case of 50 rows"), std::string::npos) << o.proc.out << o.proc.err;
+  // The test ran while the starting kernel's analysis waited for the LLM; no candidate was written
+  // (no optimize call was spent) for a start that fails it, and the start is recorded as failed.
+  ASSERT_FALSE(o.run_dir.empty());
+  bool checked_after_analysis_started = false, analysis_started = false;
+  for (const auto& e : events(o.run_dir)) {
+    const auto type = e.value("type", "");
+    EXPECT_NE(type, "candidate_start") << e.dump();
+    if (type == "llm_call") {
+      EXPECT_EQ(e.value("purpose", ""), "bottleneck") << e.dump();
+    }
+    if (type == "analysis_start") analysis_started = true;
+    if (type == "error" && e.value("what", "").find("test.py") != std::string::npos)
+      checked_after_analysis_started = analysis_started;
+  }
+  EXPECT_TRUE(checked_after_analysis_started);
+  auto db = program_db::open(o.run_dir / "program.db", program_db::mode::read_only);
+  EXPECT_EQ(db.get_program("initial")->failure_cause.value_or(""), "user_test");
+  EXPECT_FALSE(fs::exists(o.run_dir / "output" / "best_kernel.py"));
 }
 
 TEST(KernelDir, AProblemPyThatFailsIsNamedWithItsLineAndNotBlamedOnTheKernel) {

@@ -92,6 +92,24 @@ TEST(ProgressLine, TheStartingKernelsEvaluationCountsAsGpuBusy) {
   EXPECT_THAT(format_progress_line(st, 10), HasSubstr("GPU 80%"));
 }
 
+// The starting kernel's test.py and reference timings come later than its time (start_checked, while its
+// analysis waits for the LLM): their device time counts, and their line names the references.
+TEST(ProgressLine, TheStartingKernelsLaterChecksCountAsGpuBusyAndNameTheReferences) {
+  progress_state st;
+  update(st, "run_start", {{"devices", {0}}}, 0);
+  update(st, "initial", {{"initial_ms", 2.0}, {"device_s", 4.0}}, 4);
+  auto first = format_log_line(st, "initial", {{"initial_ms", 2.0}, {"device_s", 4.0}}, 4);
+  ASSERT_TRUE(first);
+  EXPECT_THAT(*first, HasSubstr("starting kernel 2.000 ms"));
+  EXPECT_THAT(*first, Not(HasSubstr("eager")));
+  const nlohmann::json checked{{"eager_ms", 3.0}, {"compile_ms", 1.5}, {"user_test", "passed"}, {"device_s", 4.0}};
+  update(st, "start_checked", checked, 10);
+  EXPECT_THAT(format_progress_line(st, 10), HasSubstr("GPU 80%"));
+  auto line = format_log_line(st, "start_checked", checked, 10);
+  ASSERT_TRUE(line);
+  EXPECT_THAT(*line, HasSubstr("test.py passed, PyTorch eager 3.000 ms, torch.compile 1.500 ms"));
+}
+
 TEST(ProgressLine, TheInitialPhaseShowsItsCurrentStep) {
   progress_state st;
   update(st, "run_start", {{"devices", {0}}, {"max_rounds", 3}}, 0);
