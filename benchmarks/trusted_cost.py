@@ -12,6 +12,11 @@ verdict of every kernel of the cheat corpus. "steady" is the per-candidate verif
 time when the next worker had time to warm up (as behind an LLM call); "back-to-back" counts the
 wait for it too.
 
+Each pass runs in a fresh Python process of its own (this script with --only-pass), one after the
+other in the same invocation: a pass cannot leave device memory, allocator caches or patched modules
+to the next. On an 80 GB card RMSNorm's passes did not fit in one process (each holds several
+3.7 GB tensors), and the judge decides its resident input sets from the memory it finds free.
+
 Usage: benchmarks/trusted_cost.py --kernel-dir examples/optimize_01_matvec --candidates benchmarks/h200/replay_matvec
            [--device cuda] [--size small] [--cheats tests/cheats/matvec] [--bwrap PATH] [--peak-gbps 4800]
 """
@@ -21,6 +26,7 @@ import os
 import pathlib
 import re
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -147,6 +153,22 @@ def run_judge(judge_mod, core, problem_path, device, size, cands, warmup, repeat
     return load_s, rows
 
 
+PASSES = ("before", "before_cold", "after_steady", "after_back_to_back", "sandbox_steady", "cheats")
+
+
+def one_pass(name, a, core, judge_mod, problem, cands, tmp):
+    """The rows of one pass (a judge pass adds its problem load time as "_load_s")."""
+    if name in ("before", "before_cold"):
+        return run_before(core, problem, a.device, a.size, cands, a.warmup, a.repeat, tmp, cold=name == "before_cold")
+    prefix = bwrap_prefix(a.bwrap) if a.bwrap and name in ("sandbox_steady", "cheats") else []
+    if name == "cheats":
+        cands = [(p.name, p.read_text()) for p in sorted(pathlib.Path(a.cheats).glob("*.py"))]
+    load_s, rows = run_judge(judge_mod, core, problem, a.device, a.size, cands, a.warmup, a.repeat, prefix,
+                             a.peak_gbps, name != "after_back_to_back")
+    rows["_load_s"] = load_s
+    return rows
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--kernel-dir", required=True)
@@ -162,6 +184,8 @@ def main():
     ap.add_argument("--skip-before", action="store_true")
     ap.add_argument("--no-back-to-back", action="store_true")
     ap.add_argument("--only-cheats", action="store_true")
+    ap.add_argument("--only-pass", default=None, choices=PASSES,
+                    help="internal: run this one pass in this process and write its rows to --json")
     a = ap.parse_args()
     if a.device == "cpu":
         os.environ["TRITON_INTERPRET"] = "1"
@@ -182,31 +206,47 @@ def main():
             print(f"  {name:26} {'VERIFIED' if r.get('passed') and 'median_ms' in r else 'rejected':9} "
                   f"{r.get('median_ms') or '':>10} {r.get('error', '')[:150]}")
         return
-    report["before"] = {} if a.skip_before else run_before(core, problem, a.device, a.size, cands, a.warmup,
-                                                           a.repeat, tmp)
-    if not a.skip_before and a.device.startswith("cuda"):
-        saved = os.environ.get("TRITON_CACHE_DIR")
-        report["before_cold"] = run_before(core, problem, a.device, a.size, cands, a.warmup, a.repeat, tmp, cold=True)
-        if saved is None:
-            os.environ.pop("TRITON_CACHE_DIR", None)
-        else:
-            os.environ["TRITON_CACHE_DIR"] = saved
-    report["after_load_s"], report["after_steady"] = run_judge(judge_mod, core, problem, a.device, a.size, cands,
-                                                               a.warmup, a.repeat, [], a.peak_gbps, True)
-    report["after_back_to_back"] = {} if a.no_back_to_back else run_judge(
-        judge_mod, core, problem, a.device, a.size, cands, a.warmup, a.repeat, [], a.peak_gbps, False)[1]
-    if a.bwrap:
-        _, report["sandbox_steady"] = run_judge(judge_mod, core, problem, a.device, a.size, cands, a.warmup,
-                                                a.repeat, bwrap_prefix(a.bwrap), a.peak_gbps, True)
-    if a.cheats:
-        corpus = [(p.name, p.read_text()) for p in sorted(pathlib.Path(a.cheats).glob("*.py"))]
-        _, report["cheats"] = run_judge(judge_mod, core, problem, a.device, a.size, corpus, a.warmup, a.repeat,
-                                        bwrap_prefix(a.bwrap) if a.bwrap else [], a.peak_gbps, True)
+    if a.only_pass:
+        rows = one_pass(a.only_pass, a, core, judge_mod, problem, cands, tmp)
+        with open(a.json, "w") as f:
+            json.dump(rows, f, default=str)
+        return
+    wanted = ([] if a.skip_before else ["before"] + (["before_cold"] if a.device.startswith("cuda") else [])) + \
+        ["after_steady"] + ([] if a.no_back_to_back else ["after_back_to_back"]) + \
+        (["sandbox_steady"] if a.bwrap else []) + (["cheats"] if a.cheats else [])
+    own_args = list(sys.argv[1:])
+    if "--json" in own_args:  # the passes write their own; this invocation writes the report
+        i = own_args.index("--json")
+        del own_args[i:i + 2]
+    for name in wanted:
+        out = os.path.join(tmp, f"pass_{name}.json")
+        argv = [sys.executable, os.path.abspath(__file__)] + own_args + ["--only-pass", name, "--json", out]
+        print(f"== pass {name} (a process of its own)", flush=True)
+        rc = subprocess.run(argv).returncode
+        rows = json.load(open(out)) if rc == 0 and os.path.exists(out) else {}
+        if rc != 0:
+            print(f"   pass {name} failed (exit {rc}); its rows are left out", flush=True)
+        if name == "after_steady" and rows:
+            report["after_load_s"] = rows.pop("_load_s", None)
+        rows.pop("_load_s", None)
+        report[name] = rows
+    for name in PASSES:
+        report.setdefault(name, {})
 
     if a.skip_before:
+        # No "before" to compare with: the judge's own rows and the cheat corpus's verdicts.
+        for name, r in report["after_steady"].items():
+            print(f"  {name:26} {r.get('wall_s', float('nan')):8.3f} s {'ok' if r.get('passed') else 'FAIL':4} "
+                  f"{r.get('median_ms') or float('nan'):10.4f} ms")
+        for name, r in report["cheats"].items():
+            print(f"  {name:26} {'VERIFIED' if r.get('passed') and 'median_ms' in r else 'rejected':9} "
+                  f"{r.get('error', '')[:150]}")
+        if a.json:
+            with open(a.json, "w") as f:
+                json.dump(report, f, indent=1, default=str)
         return
     print(f"== {a.kernel_dir} on {a.device} (warmup {a.warmup}, repeat {a.repeat}) ==")
-    keys = ["before"] + (["before_cold"] if "before_cold" in report else []) + ["after_steady"] + ([] if a.no_back_to_back else ["after_back_to_back"]) + \
+    keys = ["before"] + (["before_cold"] if a.device.startswith("cuda") else []) + ["after_steady"] + ([] if a.no_back_to_back else ["after_back_to_back"]) + \
         (["sandbox_steady"] if a.bwrap else [])
     print(f"{'candidate':16} " + " ".join(f"{k:>20}" for k in keys) + f" {'before ms':>10} {'after ms':>10} "
           f"{'do_bench':>10} {'floor %':>8}")
