@@ -925,7 +925,7 @@ class Judge:
             elif ev == "called":
                 i = int(msg.get("i", -1))
                 g = group_of.get(i)
-                w.send({"keep": self.slots[g][0].index if g else None})
+                w.send({"keep": [s.index for s in self.slots[g]] if g else None})
             elif ev == "timed":
                 t_end = time.perf_counter()
                 break

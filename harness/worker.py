@@ -416,12 +416,14 @@ class Worker:
             if stamps and self.pristine is None:
                 self.stamp(inputs, stamps[i], undo=True)
             if keep is not None:
-                slot = keep(i)
-                if slot is not None:
+                slots = keep(i)
+                if slots is not None:
+                    # Every output of the call, each into its slot (a problem may return several).
                     outs, problem = plain_tensors(inputs[0] if out is None else out)
                     if problem:
                         raise core.CandidateError(problem)
-                    self.slots[slot].put(outs[0])
+                    for o, slot in zip(outs, slots if isinstance(slots, list) else [slots]):
+                        self.slots[slot].put(o.detach() if o.requires_grad else o)
                     self._sync()
         return times
 

@@ -185,6 +185,75 @@ class ResidentSets(unittest.TestCase):
         self.assertFalse(judge.Judge.choose_resident_sets(stub, 1, 3))
 
 
+TWO_OUTPUTS_PROBLEM = """import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        return x + 1.0, x * 2.0
+
+
+def get_inputs(device=None, dtype=None):
+    return [torch.rand(64, 256, device=device or "cpu", dtype=dtype or torch.float32)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+TWO_OUTPUTS_KERNEL = """import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _two(x_ptr, a_ptr, b_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    x = tl.load(x_ptr + offs, mask=m).to(tl.float32)
+    tl.store(a_ptr + offs, (x + 1.0).to(a_ptr.dtype.element_ty), mask=m)
+    tl.store(b_ptr + offs, (x * 2.0).to(b_ptr.dtype.element_ty), mask=m)
+
+
+def kernel_function(x):
+    a = torch.empty_like(x)
+    b = torch.empty_like(x)
+    n = x.numel()
+    _two[(triton.cdiv(n, 1024),)](x, a, b, n, BLOCK=1024)
+    return a, b
+"""
+
+
+class TwoOutputs(unittest.TestCase):
+    """A problem whose Model returns two tensors: every output of a sampled timed call is checked, so
+    an honest kernel is verified (before, only the first output was kept and the second, left
+    NaN-poisoned, failed every honest kernel as "differs from the reference") and a kernel whose
+    second output is stale is still caught."""
+
+    def test_an_honest_kernel_passes_and_a_stale_second_output_is_caught(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            problem = support.write(tmp, "problem.py", TWO_OUTPUTS_PROBLEM)
+            server = ServerProcess(tmp)
+            try:
+                r = server.request(op="load_problem", problem=problem, device="cpu", size="small", trials=3,
+                                   samples=3, calibrate_repeat=8)
+                self.assertTrue(r["ok"], r)
+                verdict, reply = evaluate(server, TWO_OUTPUTS_KERNEL)
+                self.assertEqual(verdict, "verified", reply.get("error"))
+                # The second output is kept by input address and returned from then on: right for the
+                # verification sets, stale for the timed calls, whose inputs change in place.
+                stale = TWO_OUTPUTS_KERNEL.replace(
+                    "    return a, b\n",
+                    "    return a, _seen.setdefault(x.data_ptr(), b)\n") + "\n_seen = {}\n"
+                verdict, reply = evaluate(server, stale)
+                self.assertEqual(verdict, "integrity", reply.get("error"))
+                self.assertIn("output 1", reply.get("error", ""))
+            finally:
+                server.request(op="shutdown")
+                server.close()
+
+
 class Floor(unittest.TestCase):
     def test_a_time_below_the_hardware_floor_is_rejected_and_the_fraction_reported(self):
         tmp = tempfile.TemporaryDirectory()
