@@ -200,6 +200,9 @@ void manager_state::on_initial(const evaluation& e, const fs::path& work_dir) {
   emit(event_kind::initial, {{"initial_ms", num_or_null(initial_)}, {"best_ms", num_or_null(initial_)},
                              {"device_s", e.wall_s}});
   ledger_->start({"initial", "", ctx_->input_code, e.time_ms, 0, *u.code_hash});
+  // KAGENT_START_CHECKS=first: the checks before the analysis, as before they overlapped it (for
+  // side-by-side measurements: benchmarks/h200/standby_session.sh CHECKS=1).
+  if (env_get(ctx_->child_env, "KAGENT_START_CHECKS").value_or("") == "first") run_start_checks();
   begin_search();
 }
 

@@ -5,7 +5,9 @@
 # default); RUN=run_rmsnorm does it on RMSNorm. The profile cache is off in both (KAGENT_CACHE_DIR=off), so every profile runs ncu. Then,
 # with BUSY=1, busy_wide (20 s LLM replies) with the standby on, and with LEAN=1 the cost of trust on
 # RMSNorm with the judge choosing its memory mode itself (trusted_cost.py, sandboxed: on an 80 GB card
-# the lean mode must kick in by itself). One file comes back: $OUT/sb.tgz.
+# the lean mode must kick in by itself). CHECKS=1: busy_wide twice, with the starting kernel's checks
+# before its analysis (KAGENT_START_CHECKS=first) and overlapping it (default); MODES= (empty) skips the
+# off/on pair. One file comes back: $OUT/sb.tgz.
 # From the repository root with .device/ packed (pack_device.sh), carry [".device"].
 set -u
 root=$(pwd); final=${OUT:?}; out=/tmp/sb; rm -rf $out; mkdir -p $out
@@ -37,6 +39,17 @@ if [ "${BUSY:-0}" = 1 ]; then
   export KAGENT_NCU_STANDBY=1
   RUN_LIMIT_S=${BUSY_S:-330} bash benchmarks/h200/run_trusted.sh $out/busy busy_wide > $out/busy.sh.txt 2>&1
   echo "busy done at $(( $(date +%s)-T0 ))" >> $out/times.txt
+fi
+if [ "${CHECKS:-0}" = 1 ]; then
+  # The starting kernel's checks (test.py, eager and torch.compile timings) before its analysis, as
+  # before 2026-12-05, then overlapping its LLM wait (the default): busy_wide side by side.
+  export KAGENT_NCU_STANDBY=1
+  for order in first overlap; do
+    KAGENT_START_CHECKS=$order RUN_LIMIT_S=${BUSY_S:-270} bash benchmarks/h200/run_trusted.sh $out/checks_$order busy_wide \
+      > $out/checks_$order.sh.txt 2>&1
+    echo "checks_$order done at $(( $(date +%s)-T0 ))" >> $out/times.txt
+    pack
+  done
 fi
 if [ "${LEAN:-0}" = 1 ]; then
   mkdir -p $out/lean

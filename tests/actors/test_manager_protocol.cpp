@@ -263,6 +263,22 @@ TEST(ManagerProtocol, TheStartingKernelsChecksRunAfterItsProfileAndBeforeAnyCand
   EXPECT_DOUBLE_EQ(summary["compile_ms"].get<double>(), 11.0);
 }
 
+// KAGENT_START_CHECKS=first (side-by-side measurements of the overlap): the checks before the profile.
+TEST(ManagerProtocol, StartChecksFirstRunsThemBeforeTheStartingKernelsProfile) {
+  manager_case mc;
+  mc.ctx->cfg.profile = "parents";
+  mc.ctx->cfg.max_rounds = 1;
+  mc.ctx->child_env["KAGENT_START_CHECKS"] = "first";
+  int code = -1;
+  nlohmann::json summary;
+  ASSERT_TRUE(test::run_manager_to_the_end(context_ptr{mc.ctx}, mc.fakes(), code, summary));
+  ASSERT_EQ(code, 0) << summary.dump(2);
+  const auto& seq = mc.log->seq;
+  ASSERT_NE(position(seq, "profile baseline initial"), seq.size());
+  EXPECT_LT(position(seq, "evaluate start_checks@0"), position(seq, "profile baseline initial"));
+  EXPECT_EQ(std::count(seq.begin(), seq.end(), "evaluate start_checks@0"), 1);
+}
+
 // A run stopped after its starting kernel was timed but before its checks ended (program.db has the
 // verified start and no start_checked) runs them when it is resumed, before any candidate.
 TEST(ManagerProtocol, AResumeRunsTheStartingKernelsChecksThatTheEarlierSessionDidNotFinish) {
