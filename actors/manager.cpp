@@ -425,7 +425,12 @@ void manager_state::request_analysis(const candidate_spec& spec) {
   const std::string pid = spec.parent_id;
   analyzing_.insert(pid);
   if (pid == "initial") emit(event_kind::initial_step, {{"step", "profiling and diagnosing the starting kernel"}});
-  const size_t k = least_loaded();
+  size_t k = least_loaded();
+  // With a second device of this node, the starting kernel is profiled there while the first device
+  // runs its checks: neither waits for the other. (Not on another node's device: it may be another GPU.)
+  if (pid == "initial" && checks_ == start_checks::waiting && ctx_->device_ids.size() > 1 && workers_.size() > 1 &&
+      !workers_[1].lost)
+    k = 1;
   auto a = self_->spawn(parent_analysis_actor, ctx_, workers_[k].actor, llm_);
   analysts_[pid] = a;
   // Profiled on another device (or not profiled at all): the first device is free for the checks now.

@@ -234,8 +234,15 @@ resume_plan ledger::resume(const std::vector<store::program_record>& programs,
     for (const auto* p : pending)
       if (!plans.count(p->id)) first_orphan = std::min(first_orphan, candidate_number(p->id));
     next_candidate_ = first_orphan;
+    // What this round committed, not what any round did: greedy expands the same best along the same
+    // direction again when the round before brought no improvement.
+    std::set<std::string> this_round;
+    for (const auto& [id, j] : plans)
+      if (j.value("round", 0) == round_)
+        this_round.insert(combo(j.value("parent_id", ""), j.value("bottleneck_id", 1), j.value("model", ""),
+                                j.value("sample_idx", 0)));
     for (const auto& plan : strategy_->select_candidates(round_))
-      if (!expanded_.count(combo(plan.parent.id, plan.bottleneck_id, plan.model, plan.sample_idx)))
+      if (!this_round.count(combo(plan.parent.id, plan.bottleneck_id, plan.model, plan.sample_idx)))
         out.replanned.push_back(take(plan, round_));
     next_candidate_ = std::max(next_candidate_, after);
   }

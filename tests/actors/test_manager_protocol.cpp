@@ -79,7 +79,7 @@ caf::behavior fake_gpu_worker(caf::stateful_actor<fake_state>* self, int index, 
         return r;
       },
       [=](const profile& p) {
-        log->add("profile " + p.label + " " + p.candidate_id);
+        log->add("profile " + p.label + " " + p.candidate_id + "@" + std::to_string(index));
         profile_result r;
         r.candidate_id = p.candidate_id;
         r.profile.label = p.label;
@@ -243,9 +243,29 @@ TEST(ManagerProtocol, RoundsDedupAWorkerDeathAndTheSummaryWithScriptedWorkers) {
   EXPECT_NE(all.find("\"run_end\""), std::string::npos);
 }
 
-// With a profiler, the starting kernel's checks wait for its baseline profile (the LLM's diagnosis needs
-// it first), then take the device while the LLM writes the diagnosis.
+// With a profiler and one device, the starting kernel's checks wait for its baseline profile (the LLM's
+// diagnosis needs it first), then take the device while the LLM writes the diagnosis.
 TEST(ManagerProtocol, TheStartingKernelsChecksRunAfterItsProfileAndBeforeAnyCandidate) {
+  manager_case mc;
+  mc.ctx->cfg.profile = "parents";
+  mc.ctx->cfg.max_rounds = 1;
+  mc.ctx->device_ids = {0};
+  int code = -1;
+  nlohmann::json summary;
+  ASSERT_TRUE(test::run_manager_to_the_end(context_ptr{mc.ctx}, mc.fakes(), code, summary));
+  ASSERT_EQ(code, 0) << summary.dump(2);
+  const auto& seq = mc.log->seq;
+  const size_t profile = position(seq, "profile baseline initial@0");
+  ASSERT_NE(profile, seq.size());
+  EXPECT_LT(position(seq, "evaluate initial@0"), profile);
+  EXPECT_LT(profile, position(seq, "evaluate start_checks@0"));
+  EXPECT_LT(position(seq, "evaluate start_checks@0"), position(seq, "spec "));
+  EXPECT_DOUBLE_EQ(summary["eager_ms"].get<double>(), 12.0);
+  EXPECT_DOUBLE_EQ(summary["compile_ms"].get<double>(), 11.0);
+}
+
+// With two devices, the starting kernel is profiled on the second while the first runs its checks.
+TEST(ManagerProtocol, WithTwoDevicesTheStartingKernelIsProfiledOnTheSecondDuringItsChecks) {
   manager_case mc;
   mc.ctx->cfg.profile = "parents";
   mc.ctx->cfg.max_rounds = 1;
@@ -254,13 +274,10 @@ TEST(ManagerProtocol, TheStartingKernelsChecksRunAfterItsProfileAndBeforeAnyCand
   ASSERT_TRUE(test::run_manager_to_the_end(context_ptr{mc.ctx}, mc.fakes(), code, summary));
   ASSERT_EQ(code, 0) << summary.dump(2);
   const auto& seq = mc.log->seq;
-  const size_t profile = position(seq, "profile baseline initial");
-  ASSERT_NE(profile, seq.size());
-  EXPECT_LT(position(seq, "evaluate initial@0"), profile);
-  EXPECT_LT(profile, position(seq, "evaluate start_checks@0"));
+  ASSERT_NE(position(seq, "profile baseline initial@1"), seq.size());
+  EXPECT_EQ(position(seq, "profile baseline initial@0"), seq.size());
+  ASSERT_NE(position(seq, "evaluate start_checks@0"), seq.size());
   EXPECT_LT(position(seq, "evaluate start_checks@0"), position(seq, "spec "));
-  EXPECT_DOUBLE_EQ(summary["eager_ms"].get<double>(), 12.0);
-  EXPECT_DOUBLE_EQ(summary["compile_ms"].get<double>(), 11.0);
 }
 
 // KAGENT_START_CHECKS=first (side-by-side measurements of the overlap): the checks before the profile.

@@ -347,6 +347,37 @@ TEST(Ledger, ResumeCompletesARoundWhosePlanningWasCutOff) {
   EXPECT_EQ(resumed.next_candidate(), 6);
 }
 
+// Greedy expands the same best again in the next round when nothing improved: the same parent,
+// direction, model and sample as the round before. A kill between round 2's row and its plan must
+// still plan round 2 again (found by E2eReflexion under load: the resumed run ended with r2_c1 pending).
+TEST(Ledger, ResumeReplansAGreedyRoundWhoseParentAndDirectionAnEarlierRoundPlannedToo) {
+  auto l = make(greedy_cfg(3));
+  book b(initial(10.0));
+  l.start(initial(10.0));
+  auto r1 = l.plan_round(1);
+  ASSERT_EQ(r1.size(), 1u);
+  b.plan(r1);
+  auto f = ok(r1[0].id, 10.0, "h-same-time");  // no improvement: the starting kernel stays the best
+  b.result(f, l.record(f));
+  b.round_done = 1;
+  l.end_round();
+  auto r2 = l.plan_round(2);
+  ASSERT_EQ(r2.size(), 1u);
+  ASSERT_EQ(r2[0].parent.id, "initial");
+  ASSERT_EQ(r2[0].direction, r1[0].direction);
+  store::program_record orphan;  // its row, not its plan
+  orphan.id = r2[0].id;
+  orphan.parent_id = r2[0].parent.id;
+  orphan.round = 2;
+  b.programs.push_back(orphan);
+
+  auto resumed = make(greedy_cfg(3));
+  auto plan = resumed.resume(b.programs, b.plans, b.round_done, b.diverged, "m");
+  EXPECT_EQ(plan.next, resume_step::dispatch);
+  EXPECT_EQ(ids(plan.replanned), (std::vector<std::string>{"r2_c1"}));
+  EXPECT_EQ(resumed.outstanding(), 1u);
+}
+
 TEST(Ledger, ResumeSaysWhatComesNextAtEachBoundary) {
   // Nothing planned yet: round 1.
   {
