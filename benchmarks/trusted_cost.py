@@ -238,12 +238,8 @@ def main():
         for name, r in report["after_steady"].items():
             print(f"  {name:26} {r.get('wall_s', float('nan')):8.3f} s {'ok' if r.get('passed') else 'FAIL':4} "
                   f"{r.get('median_ms') or float('nan'):10.4f} ms")
-        for name, r in report["cheats"].items():
-            print(f"  {name:26} {'VERIFIED' if r.get('passed') and 'median_ms' in r else 'rejected':9} "
-                  f"{r.get('error', '')[:150]}")
-        if a.json:
-            with open(a.json, "w") as f:
-                json.dump(report, f, indent=1, default=str)
+        print_cheats(report["cheats"])
+        write_report(a.json, report)
         return
     print(f"== {a.kernel_dir} on {a.device} (warmup {a.warmup}, repeat {a.repeat}) ==")
     keys = ["before"] + (["before_cold"] if a.device.startswith("cuda") else []) + ["after_steady"] + ([] if a.no_back_to_back else ["after_back_to_back"]) + \
@@ -288,11 +284,19 @@ def main():
                   + ", ".join(f"{n}: {report[k][n]['median_ms']:.4f}" for n, _ in cands if report[k].get(n, {}).get("median_ms")))
     if a.cheats:
         print("cheat corpus:")
-        for name, r in report["cheats"].items():
-            print(f"  {name:26} {'VERIFIED' if r.get('passed') and 'median_ms' in r else 'rejected':9} "
-                  f"{r.get('error', '')[:150]}")
-    if a.json:
-        with open(a.json, "w") as f:
+        print_cheats(report["cheats"])
+    write_report(a.json, report)
+
+
+def print_cheats(rows):
+    for name, r in rows.items():
+        print(f"  {name:26} {'VERIFIED' if r.get('passed') and 'median_ms' in r else 'rejected':9} "
+              f"{r.get('error', '')[:150]}")
+
+
+def write_report(path, report):
+    if path:
+        with open(path, "w") as f:
             json.dump(report, f, indent=1, default=str)
 
 

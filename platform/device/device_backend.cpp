@@ -239,11 +239,7 @@ public:
     if (req.mode == device_mode::benchmark || req.mode == device_mode::initial) {
       const nlohmann::json targets = nlohmann::json{"candidate"};
       step("timing");
-      auto r = client_->request(merged(base, {{"op", "benchmark"},
-                                              {"targets", targets},
-                                              {"warmup", static_cast<int>(s_.benchmark_warmup)},
-                                              {"repeat", static_cast<int>(s_.benchmark_repeat)}}),
-                                bench_timeout);
+      auto r = client_->request(benchmark_op(base, targets), bench_timeout);
       take_output(e, r);
       if (!r.ok()) {
         e.error = r.error();
@@ -298,11 +294,7 @@ private:
     nlohmann::json targets = nlohmann::json{"eager"};
     if (s_.compile_reference) targets.push_back("compile");
     step(s_.compile_reference ? "timing PyTorch eager and torch.compile" : "timing PyTorch eager");
-    auto r = client_->request(merged(base, {{"op", "benchmark"},
-                                            {"targets", targets},
-                                            {"warmup", static_cast<int>(s_.benchmark_warmup)},
-                                            {"repeat", static_cast<int>(s_.benchmark_repeat)}}),
-                              timeout);
+    auto r = client_->request(benchmark_op(base, targets), timeout);
     take_output(e, r);
     if (!r.ok()) {
       e.error = "the PyTorch reference could not be timed: " + r.error();
@@ -314,6 +306,12 @@ private:
     e.compile_ms = median_of(r.body["result"], "compile");
     if (e.code_hash.empty()) e.code_hash = store::sha256_hex(req.code);
     return finish(e, t0);
+  }
+  nlohmann::json benchmark_op(const nlohmann::json& base, const nlohmann::json& targets) const {
+    return merged(base, {{"op", "benchmark"},
+                         {"targets", targets},
+                         {"warmup", static_cast<int>(s_.benchmark_warmup)},
+                         {"repeat", static_cast<int>(s_.benchmark_repeat)}});
   }
   static nlohmann::json merged(nlohmann::json a, const nlohmann::json& b) {
     a.update(b);
