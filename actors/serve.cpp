@@ -155,14 +155,14 @@ public:
     name_ = std::move(node_name);
     scratch_ = std::move(scratch);
     auth_ = std::move(auth);
-    self->set_down_handler([this](caf::down_msg& dm) { close_run(dm.source, "its manager's link is gone"); });
+    self->set_down_handler([this](caf::down_msg& dm) { on_down(dm); });
     return {
         [this](const node_hello& h) { return hello(h); },
         [this](const node_auth& a) { return authenticate(a); },
         [this](const run_setup& s) { return open_run(s); },
         [this](node_logs_atom) { return run_logs(); },
         [this](interrupt_atom, int) {
-          while (!runs_.empty()) close_run(runs_.begin()->first, "the node is stopping");
+          while (!runs_.empty()) close_run(runs_.begin()->first, "the node is stopping", true);
           self_->quit();
         },
     };
@@ -264,13 +264,43 @@ private:
     return store::files_written_since(it->second.scratch.run_dir() / "workers", {});
   }
 
-  void close_run(const caf::actor_addr& manager, const std::string& why) {
+  // The run's actors are killed and its files removed at once; the removal is repeated, and the run
+  // said closed, once every one of its actors is down: a detached device actor ends after its kill
+  // arrives, and what it wrote meanwhile (its evaluator's last log lines) must not outlive the run.
+  // A stopping node (`quit_after`) removes once and says so at once.
+  void close_run(const caf::actor_addr& manager, const std::string& why, bool quit_after = false) {
     auto it = runs_.find(manager);
     if (it == runs_.end()) return;
-    for (auto& a : it->second.actors) self_->send_exit(a, caf::exit_reason::kill);
-    store::remove_node_scratch_run(it->second.scratch);
-    log(fmt::format("run closed ({}); {} removed", why, it->second.scratch.dir.string()));
+    const int key = ++closings_;
+    auto& c = closing_[key];
+    c.scratch = it->second.scratch;
+    c.why = why;
+    for (auto& a : it->second.actors) {
+      if (!quit_after) {
+        closing_of_[a.address()] = key;
+        ++c.left;
+        self_->monitor(a);
+      }
+      self_->send_exit(a, caf::exit_reason::kill);
+    }
     runs_.erase(it);
+    store::remove_node_scratch_run(c.scratch);
+    if (c.left == 0) closed(key);
+  }
+
+  void on_down(const caf::down_msg& dm) {
+    auto it = closing_of_.find(dm.source);
+    if (it == closing_of_.end()) return close_run(dm.source, "its manager's link is gone");
+    const int key = it->second;
+    closing_of_.erase(it);
+    if (--closing_[key].left == 0) closed(key);
+  }
+
+  void closed(int key) {
+    auto& c = closing_[key];
+    store::remove_node_scratch_run(c.scratch);
+    log(fmt::format("run closed ({}); {} removed", c.why, c.scratch.dir.string()));
+    closing_.erase(key);
   }
 
   caf::stateful_actor<gatekeeper_state>* self_ = nullptr;
@@ -283,6 +313,14 @@ private:
   std::map<caf::node_id, std::string> clients_;  ///< the host each manager said it runs on (for the log)
   std::map<caf::actor_addr, open_run_state> runs_;
   int opened_ = 0;
+  struct closing_run {
+    store::node_scratch_run scratch;
+    std::string why;
+    size_t left = 0;  ///< its actors not down yet
+  };
+  std::map<int, closing_run> closing_;           ///< runs whose actors are being killed
+  std::map<caf::actor_addr, int> closing_of_;    ///< actor -> its closing run
+  int closings_ = 0;
 };
 
 caf::behavior gatekeeper_actor(caf::stateful_actor<gatekeeper_state>* self, std::shared_ptr<const run_context> base,

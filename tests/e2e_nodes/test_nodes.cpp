@@ -113,7 +113,8 @@ TEST(Nodes, ASearchAcrossThreeProcessesFindsTheSameBestKernelAsOne) {
   // and each node ended the run: its scratch directory holds nothing of it.
   for (auto* n : {&a, &b}) {
     EXPECT_NE(slurp(n->log).find("authenticated"), std::string::npos) << slurp(n->log);
-    EXPECT_NE(slurp(n->log).find("run closed"), std::string::npos) << slurp(n->log);
+    // The node says the run is closed once every actor of it is down (its files are gone then).
+    EXPECT_TRUE(wait_for([&] { return slurp(n->log).find("run closed") != std::string::npos; }, 30)) << slurp(n->log);
     EXPECT_TRUE(fs::is_empty(s.dir / (n == &a ? "nodeA_scratch" : "nodeB_scratch"))) << "the node keeps nothing";
   }
   // The nodes' evaluator logs came back into the run directory before the nodes deleted theirs.
