@@ -151,6 +151,16 @@ struct manager_case {
   }
   ~manager_case() { fs::remove_all(root); }
 
+  /// Runs the manager over the fake workers to its end; a run that never ends, or ends with another
+  /// exit code than 0, fails the test (the caller stops on HasFailure()).
+  nlohmann::json run_to_exit_zero() {
+    int code = -1;
+    nlohmann::json summary;
+    EXPECT_TRUE(test::run_manager_to_the_end(context_ptr{ctx}, fakes(), code, summary)) << "the manager never finished";
+    EXPECT_EQ(code, 0) << summary.dump(2);
+    return summary;
+  }
+
   gpu_worker_factory fakes() {
     auto l = log;
     return [l](caf::event_based_actor* manager, int index, int, llm_api, device_actor_type) {
@@ -250,10 +260,8 @@ TEST(ManagerProtocol, TheStartingKernelsChecksRunAfterItsProfileAndBeforeAnyCand
   mc.ctx->cfg.profile = "parents";
   mc.ctx->cfg.max_rounds = 1;
   mc.ctx->device_ids = {0};
-  int code = -1;
-  nlohmann::json summary;
-  ASSERT_TRUE(test::run_manager_to_the_end(context_ptr{mc.ctx}, mc.fakes(), code, summary));
-  ASSERT_EQ(code, 0) << summary.dump(2);
+  const auto summary = mc.run_to_exit_zero();
+  ASSERT_FALSE(::testing::Test::HasFailure());
   const auto& seq = mc.log->seq;
   const size_t profile = position(seq, "profile baseline initial@0");
   ASSERT_NE(profile, seq.size());
@@ -269,10 +277,8 @@ TEST(ManagerProtocol, WithTwoDevicesTheStartingKernelIsProfiledOnTheSecondDuring
   manager_case mc;
   mc.ctx->cfg.profile = "parents";
   mc.ctx->cfg.max_rounds = 1;
-  int code = -1;
-  nlohmann::json summary;
-  ASSERT_TRUE(test::run_manager_to_the_end(context_ptr{mc.ctx}, mc.fakes(), code, summary));
-  ASSERT_EQ(code, 0) << summary.dump(2);
+  const auto summary = mc.run_to_exit_zero();
+  ASSERT_FALSE(::testing::Test::HasFailure());
   const auto& seq = mc.log->seq;
   ASSERT_NE(position(seq, "profile baseline initial@1"), seq.size());
   EXPECT_EQ(position(seq, "profile baseline initial@0"), seq.size());
@@ -286,10 +292,8 @@ TEST(ManagerProtocol, StartChecksFirstRunsThemBeforeTheStartingKernelsProfile) {
   mc.ctx->cfg.profile = "parents";
   mc.ctx->cfg.max_rounds = 1;
   mc.ctx->child_env["KAGENT_START_CHECKS"] = "first";
-  int code = -1;
-  nlohmann::json summary;
-  ASSERT_TRUE(test::run_manager_to_the_end(context_ptr{mc.ctx}, mc.fakes(), code, summary));
-  ASSERT_EQ(code, 0) << summary.dump(2);
+  const auto summary = mc.run_to_exit_zero();
+  ASSERT_FALSE(::testing::Test::HasFailure());
   const auto& seq = mc.log->seq;
   ASSERT_NE(position(seq, "profile baseline initial"), seq.size());
   EXPECT_LT(position(seq, "evaluate start_checks@0"), position(seq, "profile baseline initial"));
@@ -314,10 +318,8 @@ TEST(ManagerProtocol, AResumeRunsTheStartingKernelsChecksThatTheEarlierSessionDi
     db.set_state_json(store::state_key::eager_ms, nullptr);
   }
   mc.ctx->resume = true;
-  int code = -1;
-  nlohmann::json summary;
-  ASSERT_TRUE(test::run_manager_to_the_end(context_ptr{mc.ctx}, mc.fakes(), code, summary));
-  ASSERT_EQ(code, 0) << summary.dump(2);
+  const auto summary = mc.run_to_exit_zero();
+  ASSERT_FALSE(::testing::Test::HasFailure());
   const auto& seq = mc.log->seq;
   EXPECT_EQ(position(seq, "evaluate initial@0"), seq.size()) << "the verified start is not evaluated again";
   ASSERT_NE(position(seq, "evaluate start_checks@0"), seq.size());
