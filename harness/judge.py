@@ -262,6 +262,27 @@ class Worker:
             raise WorkerGone("the candidate process broke the protocol", "integrity")
         return msg
 
+    def recv_watching(self, timeout, hang_s):
+        """recv(timeout), reading the worker's progress lines (worker.Progress): once a kernel has been
+        launched, the reply must come within hang_s of the last launch, or the call is stopped as a
+        hung kernel. A compile puts the full timeout back until the next launch: compiles (and
+        autotuning's compiles) can take long, a launched kernel of this tool's kind does not."""
+        deadline = time.monotonic() + timeout
+        launched = None
+        while True:
+            limit = deadline if launched is None else min(deadline, launched + hang_s)
+            try:
+                msg = self.recv(max(0.05, limit - time.monotonic()))
+            except WorkerGone as exc:
+                if exc.kind == "timeout" and launched is not None and launched + hang_s < deadline:
+                    raise WorkerGone(f"the candidate's kernel did not finish within {hang_s:g} s of its launch "
+                                     f"(a hung kernel: once a kernel is launched, verification waits {hang_s:g} s, "
+                                     f"not the whole {timeout:g} s)", "timeout") from None
+                raise
+            if msg.get("ev") != "progress":
+                return msg
+            launched = time.monotonic() if msg.get("what") == "launch" else None
+
     def ended(self):
         deadline = time.monotonic() + 2.0
         st = {}
@@ -281,11 +302,11 @@ class Worker:
             return f"the candidate process exited with status {st.get('code')}"
         return "the candidate process closed its channel"
 
-    def request(self, obj, timeout):
+    def request(self, obj, timeout, hang_s=None):
         trace(self.name, "->", obj.get("op"))
         t0 = time.monotonic()
         self.send(obj)
-        msg = self.recv(timeout)
+        msg = self.recv(timeout) if hang_s is None else self.recv_watching(timeout, hang_s)
         trace(self.name, "<-", msg.get("ev"), f"{time.monotonic() - t0:.3f} s")
         if msg.get("ev") == "error":
             kind = msg.get("kind", "candidate_error")
@@ -796,6 +817,12 @@ class Judge:
         self.current = None
         return out, err
 
+    def hang_s(self):
+        """How long a verification call may go without a reply once its kernel is launched: a sixth of
+        the verification timeout, at least 5 s (CUDA's test_timeout_s of 30 s: 5 s; the cpu
+        platform's 300 s: 50 s, the interpreter runs a kernel inside its launch)."""
+        return max(5.0, self.timeouts["verify"] / 6.0)
+
     def compare(self, got, ref, rtol, atol, max_bad_frac=0.0):
         """One pass over the output and its reference (harness/compare.py: a fused Triton kernel on a GPU)."""
         return fastcmp.compare(got, ref, rtol, atol, max_bad_frac)
@@ -834,7 +861,7 @@ class Judge:
                 slot.poison(w)
             core.synchronize(self.device)
             msg = w.request({"op": "verify", "calls": [{"set": j, "slots": [s.index for s in self.slots[0]]}]},
-                            self.timeouts["verify"])
+                            self.timeouts["verify"], hang_s=self.hang_s())
             call = msg["calls"][0]
             timings["first_call_s" if n == 0 else f"call{n}_s"] = call.get("wall_s")
             if n == 0:

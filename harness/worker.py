@@ -28,6 +28,7 @@ import time
 # Timers are bound before any candidate code exists; a candidate that later replaces
 # time.perf_counter or torch.cuda.Event.elapsed_time does not change what is read here (and is seen).
 _perf_counter = time.perf_counter
+_monotonic = time.monotonic
 HARNESS = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HARNESS)
 import harness_core as core  # noqa: E402
@@ -113,12 +114,40 @@ class OpRecorder:
         return sorted(op for op in self.ops if aten_base(op) not in ALLOWED_ATEN)
 
 
+class Progress:
+    """Tells the judge, during a verification call, when Triton starts a compile and when it launches a
+    kernel, so that the judge can stop a kernel that hangs after its launch without waiting out the
+    whole verification timeout (docs/harness.md, "A hung kernel"). The candidate can forge or drop
+    these lines, which only moves its own deadline: no line, the full timeout; a forged launch, an
+    earlier stop of its own call."""
+
+    MIN_GAP_S = 0.2  # launches closer than this to the last line are not told again
+
+    def __init__(self):
+        self.channel = None
+        self.last = ("", 0.0)
+
+    def tell(self, what):
+        ch = self.channel
+        if ch is None:
+            return
+        now = _monotonic()
+        if what == "launch" and self.last[0] == "launch" and now - self.last[1] < self.MIN_GAP_S:
+            return
+        self.last = (what, now)
+        try:
+            ch.send({"ev": "progress", "what": what})
+        except OSError:
+            self.channel = None
+
+
 class Launches:
     """Counts Triton kernel launches: the launch hook on a GPU, the interpreter's grid executor on the
     CPU platform."""
 
-    def __init__(self, interpret):
+    def __init__(self, interpret, progress=None):
         self.count = 0
+        tell = progress.tell if progress is not None else (lambda _what: None)
         if interpret:
             from triton.runtime import interpreter
             original = interpreter.GridExecutor.__call__
@@ -127,6 +156,7 @@ class Launches:
             def counted(executor, *a, **k):
                 if not k.get("warmup", False):
                     counter.count += 1
+                    tell("launch")
                 return original(executor, *a, **k)
 
             interpreter.GridExecutor.__call__ = counted
@@ -135,6 +165,7 @@ class Launches:
 
             def hook(*_a, **_k):
                 self.count += 1
+                tell("launch")
 
             knobs.runtime.launch_enter_hook.add(hook)
 
@@ -146,7 +177,7 @@ class Compiles:
     compile during a timed call is reported and rejected by the judge: honest kernels compile in
     their first call."""
 
-    def __init__(self, gpu):
+    def __init__(self, gpu, progress=None):
         self.count = 0
         if not gpu:
             return
@@ -154,9 +185,11 @@ class Compiles:
         from torch.utils._python_dispatch import _disable_current_modes
         original = triton.compiler.compile
         counter = self
+        tell = progress.tell if progress is not None else (lambda _what: None)
 
         def compile_unobserved(*a, **k):
             counter.count += 1
+            tell("compile")
             with _disable_current_modes(), core.unpoisoned():
                 return original(*a, **k)
 
@@ -234,6 +267,8 @@ class Worker:
         self.gpu = False
         self.sleep_cycles_per_us = 0.0
         self.shared = None
+        self.channel = None
+        self.progress = Progress()
 
     # -- prepare: the problem's inputs on the device, the judge's slots, the timers ------------------
     def op_prepare(self, req):
@@ -244,11 +279,11 @@ class Worker:
         self.sets = [self.problem.inputs_for_seed(s) for s in req["seeds"]]
         self.slots = [Slot(s, device) for s in req["slots"]]
         self.flush_buf = torch.empty(max(1, int(req["flush_bytes"]) // 4), dtype=torch.int32, device=device)
-        self.launches = Launches(not self.gpu)
+        self.launches = Launches(not self.gpu, self.progress)
         self.recorder = OpRecorder()
         if not self.recorder.self_test(device):
             self.recorder = OpRecorder("dispatch")
-        self.compiles = Compiles(self.gpu)
+        self.compiles = Compiles(self.gpu, self.progress)
         if self.gpu:
             self._event = torch.cuda.Event
             self._elapsed = torch.cuda.Event.elapsed_time
@@ -317,6 +352,13 @@ class Worker:
 
     # -- verify: one call per (set, slots); outputs go to the judge's slots ---------------------------
     def op_verify(self, req):
+        self.progress.channel = self.channel
+        try:
+            return self._verify(req)
+        finally:
+            self.progress.channel = None
+
+    def _verify(self, req):
         torch = core.torch_module()
         calls = []
         with core.working_directory(os.path.dirname(os.path.abspath(self.cand.path))):
@@ -542,6 +584,7 @@ def serve(fd, scratch):
     torch = core.torch_module()
     import triton  # noqa: F401 - part of the warm-up: the candidate should not pay for it
     worker = Worker(scratch)
+    worker.channel = channel
     channel.send({"ev": "hello", "pid": os.getpid(), "torch": torch.__version__})
     while True:
         try:

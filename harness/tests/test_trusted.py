@@ -254,6 +254,47 @@ class TwoOutputs(unittest.TestCase):
                 server.close()
 
 
+class HungKernel(unittest.TestCase):
+    """A kernel that makes no progress after its launch is stopped hang_s after the launch (a sixth of
+    the verification timeout, at least 5 s), not at the end of the verification timeout; time before
+    the first launch (import, compile) still has the whole timeout."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory()
+        cls.server = ServerProcess(cls.tmp.name)
+        reply = cls.server.request(op="load_problem", problem=support.MATVEC, device="cpu", size="small",
+                                   trials=2, samples=2, calibrate_repeat=8, verify_timeout_s=30)
+        assert reply["ok"], reply
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.server.request(op="shutdown")
+        cls.server.close()
+        cls.tmp.cleanup()
+
+    def test_no_reply_after_a_launch_is_a_hung_kernel(self):
+        # On a GPU the launch returns and the wait for the kernel never ends; here, the wrapper waits.
+        code = support.read(START).replace("    return y\n", "    import time\n    time.sleep(600)\n    return y\n")
+        v = self.server.request(op="verify", code=code)
+        self.assertFalse(v["ok"], v)
+        self.assertEqual(v.get("kind"), "timeout", v)
+        self.assertIn("did not finish within 5 s of its launch", v.get("error", ""))
+        # The device is free again: the next candidate is verified.
+        verdict, reply = evaluate(self.server, support.read(START) + "\n# after the hung one\n")
+        self.assertEqual(verdict, "verified", reply.get("error"))
+
+    def test_time_before_the_first_launch_is_not_a_hang(self):
+        # 7 s before its first launch (an import, a compile, an autotuner): more than hang_s, less than
+        # the verification timeout.
+        code = support.read(START).replace(
+            "def kernel_function(A, B):\n",
+            "_first = [True]\n\n\ndef kernel_function(A, B):\n"
+            "    if _first[0]:\n        import time\n        time.sleep(7)\n        _first[0] = False\n")
+        verdict, reply = evaluate(self.server, code)
+        self.assertEqual(verdict, "verified", reply.get("error"))
+
+
 class Floor(unittest.TestCase):
     def test_a_time_below_the_hardware_floor_is_rejected_and_the_fraction_reported(self):
         tmp = tempfile.TemporaryDirectory()

@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <cstdlib>
 #include <set>
 
@@ -209,6 +210,9 @@ public:
     device_result e;
     e.candidate_id = req.candidate_id;
     const auto t0 = std::chrono::steady_clock::now();
+    steps_ = nlohmann::json::array();
+    steps_dir_ = req.work_dir;
+    steps_mode_ = to_string(req.mode);
     if (!loaded_ && req.on_step) req.on_step("starting the evaluator and loading problem.py");
     if (!loaded_ && !load(e)) return finish(e, t0);
     const auto verify_timeout = std::chrono::milliseconds(static_cast<long>(s_.test_timeout_s * 1000));
@@ -223,6 +227,7 @@ public:
     if (req.mode == device_mode::verify || req.mode == device_mode::initial) {
       step("verifying");
       auto r = client_->request(merged(base, {{"op", "verify"}}), verify_timeout);
+      note_step("verify", r, "timings");
       take_output(e, r);
       if (!r.ok() || !r.body["result"].value("passed", false)) {
         e.error = r.failure == evaluator_failure::none && r.body.contains("result") && r.body["result"].is_object() &&
@@ -240,6 +245,7 @@ public:
       const nlohmann::json targets = nlohmann::json{"candidate"};
       step("timing");
       auto r = client_->request(benchmark_op(base, targets), bench_timeout);
+      note_step("benchmark", r, "phases_s");
       take_output(e, r);
       if (!r.ok()) {
         e.error = r.error();
@@ -263,6 +269,7 @@ public:
       }
       if (e.floor_ms > 0 && e.time_ms > 0) e.floor_pct = e.floor_ms / e.time_ms * 100.0;
       auto h = client_->request(merged(base, {{"op", "hash"}}), bench_timeout);
+      note_step("hash", h, nullptr);
       if (h.ok() && h.body["result"].contains("hash")) e.code_hash = h.body["result"]["hash"].get<std::string>();
       if (req.mode == device_mode::benchmark && wants_user_test(s_, req, e.time_ms, e.code_hash, tested_) &&
           !run_user_test(s_, env_, req.code, req.work_dir.empty() ? fs::path(s_.run_path) : fs::path(req.work_dir), e)) {
@@ -285,6 +292,7 @@ private:
     };
     const auto timeout = std::chrono::milliseconds(static_cast<long>(s_.benchmark_timeout_s * 1000));
     auto h = client_->request(merged(base, {{"op", "hash"}}), timeout);
+    note_step("hash", h, nullptr);
     if (h.ok() && h.body["result"].contains("hash")) e.code_hash = h.body["result"]["hash"].get<std::string>();
     if (wants_user_test(s_, req, -1, "", tested_)) {
       step("running the kernel directory's test.py");
@@ -295,6 +303,7 @@ private:
     if (s_.compile_reference) targets.push_back("compile");
     step(s_.compile_reference ? "timing PyTorch eager and torch.compile" : "timing PyTorch eager");
     auto r = client_->request(benchmark_op(base, targets), timeout);
+    note_step("references", r, nullptr);
     take_output(e, r);
     if (!r.ok()) {
       e.error = "the PyTorch reference could not be timed: " + r.error();
@@ -345,7 +354,28 @@ private:
   device_result& finish(device_result& e, std::chrono::steady_clock::time_point t0) {
     e.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     tested_.note(e);
+    write_steps(e);
     return e;
+  }
+  // Where a device step's time went (device_steps.jsonl in the candidate's directory, one line per
+  // request): each evaluator request's wall time as seen from here, with the judge's own split of it
+  // (take_and_load_s, first_call_s, compare_s, ...; timed_loop_s, sample_checks_s, ...). A reader of
+  // a slow run sees whether a candidate waited for its process, compiled, or was timed.
+  void note_step(const char* op, const evaluator_reply& r, const char* split) {
+    nlohmann::json s{{"op", op}, {"wall_s", r.wall_s}, {"ok", r.ok()}};
+    if (split && r.body.is_object() && r.body.contains("result") && r.body["result"].is_object() &&
+        r.body["result"].contains(split) && r.body["result"][split].is_object())
+      s["split"] = r.body["result"][split];
+    steps_.push_back(std::move(s));
+  }
+  void write_steps(const device_result& e) {
+    if (steps_dir_.empty() || steps_.empty()) return;
+    nlohmann::json line{{"mode", steps_mode_}, {"wall_s", e.wall_s}, {"user_test_s", e.user_test_s}, {"steps", steps_}};
+    std::error_code ec;
+    fs::create_directories(steps_dir_, ec);
+    std::ofstream f(fs::path(steps_dir_) / "device_steps.jsonl", std::ios::app);
+    f << line.dump() << '\n';
+    steps_ = nlohmann::json::array();
   }
   bool load(device_result& e) {
     nlohmann::json req{{"op", "load_problem"},
@@ -386,6 +416,9 @@ private:
   env_map env_;
   std::unique_ptr<evaluator_client> client_;
   bool loaded_ = false;
+  nlohmann::json steps_ = nlohmann::json::array();
+  std::string steps_dir_;
+  std::string steps_mode_;
 };
 
 // isolation: process — every request is a fresh `harness/run_once.py` under the process runner, for
