@@ -9,6 +9,8 @@
 #include <fstream>
 #include <sstream>
 
+#include <nlohmann/json.hpp>
+
 #include "platform/common/env.hpp"
 #include "platform/device/device_backend.hpp"
 
@@ -94,6 +96,25 @@ TEST_P(DeviceBackendCpu, VerifiesTimesAndHashesAndIsolatesFailures) {
   EXPECT_EQ(timed.code_hash, init.code_hash);  // the same code hashes alike (dedup)
   // Nothing of the children outside the run directory: their TMPDIR is under workers/gpu0/.
   EXPECT_TRUE(fs::is_directory(s.dir / "workers/gpu0/tmp"));
+  if (GetParam() != "warm") return;
+  // Where each step's time went: one line per step, each evaluator request with the judge's split.
+  std::ifstream f(fs::path(work) / "device_steps.jsonl");
+  std::vector<nlohmann::json> lines;
+  for (std::string l; std::getline(f, l);) lines.push_back(nlohmann::json::parse(l));
+  ASSERT_EQ(lines.size(), 6u);  // initial, start_checks, c1, c2, c3 verify, c3 benchmark
+  EXPECT_EQ(lines[0]["mode"], "initial");
+  EXPECT_EQ(lines[1]["mode"], "start_checks");
+  const auto& verified = lines[4];
+  EXPECT_EQ(verified["mode"], "verify");
+  ASSERT_EQ(verified["steps"].size(), 1u);
+  EXPECT_EQ(verified["steps"][0]["op"], "verify");
+  EXPECT_TRUE(verified["steps"][0]["split"].contains("first_call_s")) << verified.dump();
+  EXPECT_GT(verified["wall_s"].get<double>(), 0);
+  const auto& bench = lines[5];
+  EXPECT_EQ(bench["mode"], "benchmark");
+  EXPECT_EQ(bench["steps"][0]["op"], "benchmark");
+  EXPECT_TRUE(bench["steps"][0]["split"].contains("timed_loop_s")) << bench.dump();
+  EXPECT_EQ(bench["steps"][1]["op"], "hash");
 }
 
 // user_test: best. Two candidates were sent while the starting kernel was the best (their bar: none
