@@ -202,6 +202,78 @@ TEST_P(DeviceBackendCpu, TheUsersTestSeesNoGpuOnTheCpuPlatform) {
   EXPECT_EQ(init.error.find("a GPU is visible"), std::string::npos) << init.error;
 }
 
+// test.py in a process started ahead (harness/test_standby.py): it sees what `python test.py` in the
+// candidate's directory would (argv, sys.path[0], __main__, kernel.py in its cwd, no harness module on
+// its path), a failing or hanging test fails as a fresh one does, each test gets a process of its own,
+// and KAGENT_TEST_STANDBY=0 runs every test fresh.
+TEST(DeviceBackendStandby, TheUsersTestRunsAheadAsItWouldFresh) {
+  scratch s;
+  const auto test_py = s.dir / "kdir" / "test.py";
+  fs::create_directories(test_py.parent_path());
+  std::ofstream(test_py) << "import importlib.util, os, sys\n"
+                            "print('argv0', sys.argv[0])\n"
+                            "print('path0', sys.path[0])\n"
+                            "sys.path.insert(0, os.getcwd())\n"
+                            "import kernel\n"
+                            "print('name', __name__)\n"
+                            "print('harness visible', importlib.util.find_spec('harness_core') is not None)\n"
+                            "print('pid', os.getpid())\n"
+                            "mode = getattr(kernel, 'MODE', 'pass')\n"
+                            "if mode == 'hang':\n    import time\n    time.sleep(300)\n"
+                            "if mode == 'fail':\n    print('FAIL: wrong on shape 7')\n    sys.exit(1)\n"
+                            "print('PASS')\n";
+  auto settings = cpu_settings(s, "warm");
+  settings.user_test = "every";
+  settings.test_path = test_py.string();
+  settings.user_test_timeout_s = 8;
+  const auto good = slurp(kMatvec / "input.py");
+  auto backend = make_device_backend(settings);
+  auto run_test = [&](const std::string& id, const std::string& code) {
+    const auto work = s.dir / id;
+    fs::create_directories(work);
+    auto r = backend->run({id, code, device_mode::start_checks, work.string()});
+    return std::make_pair(r, slurp(work / "user_test.log"));
+  };
+  const std::string ahead = "in a process started ahead";
+  auto [passed, log] = run_test("c0", good);
+  EXPECT_TRUE(passed.user_tested) << passed.error << "\n" << log;
+  EXPECT_NE(log.find(ahead), std::string::npos) << log;
+  EXPECT_NE(log.find("argv0 " + test_py.string()), std::string::npos) << log;
+  EXPECT_NE(log.find("path0 " + fs::canonical(test_py.parent_path()).string()), std::string::npos) << log;
+  EXPECT_NE(log.find("name __main__"), std::string::npos) << log;
+  EXPECT_NE(log.find("harness visible False"), std::string::npos) << log;
+  const auto pid_of = [](const std::string& l) {
+    const auto at = l.find("pid ");
+    return at == std::string::npos ? std::string{"none"} : l.substr(at, l.find('\n', at) - at);
+  };
+  auto [failed, flog] = run_test("c1", good + "\nMODE = 'fail'\n");
+  EXPECT_FALSE(failed.user_tested);
+  EXPECT_EQ(failed.failure_cause, failure_kind::user_test);
+  EXPECT_NE(failed.error.find("exit 1"), std::string::npos) << failed.error;
+  EXPECT_NE(failed.error.find("FAIL: wrong on shape 7"), std::string::npos) << failed.error;
+  EXPECT_NE(flog.find(ahead), std::string::npos) << flog;
+  EXPECT_NE(pid_of(log), pid_of(flog)) << "two tests shared a process";
+  auto [hung, hlog] = run_test("c2", good + "\nMODE = 'hang'\n");
+  EXPECT_EQ(hung.failure_cause, failure_kind::user_test);
+  EXPECT_NE(hung.error.find("timed out after 8."), std::string::npos) << hung.error;
+  EXPECT_NE(hlog.find(ahead), std::string::npos) << hlog;
+  // A device step later, the next test has its process again.
+  auto [again, alog] = run_test("c3", good);
+  EXPECT_TRUE(again.user_tested) << again.error << "\n" << alog;
+  EXPECT_NE(alog.find(ahead), std::string::npos) << alog;
+  backend.reset();
+  // Nothing of the processes started ahead is left in the run directory.
+  for (const auto& e : fs::directory_iterator(s.dir / "workers" / "gpu0"))
+    EXPECT_EQ(e.path().filename().string().rfind("user_test_", 0), std::string::npos) << e.path();
+
+  settings.child_env["KAGENT_TEST_STANDBY"] = "0";
+  backend = make_device_backend(settings);
+  auto [fresh, frlog] = run_test("c4", good);
+  EXPECT_TRUE(fresh.user_tested) << fresh.error << "\n" << frlog;
+  EXPECT_EQ(frlog.find(ahead), std::string::npos) << frlog;
+  EXPECT_NE(frlog.find("name __main__"), std::string::npos) << frlog;
+}
+
 INSTANTIATE_TEST_SUITE_P(Isolation, DeviceBackendCpu, ::testing::Values("warm", "process"));
 
 // KAGENT_NOOP_DEVICE_S: a noop device holds each request that long (benchmarks of the runtime's scaling
