@@ -76,6 +76,11 @@ run|run_rmsnorm|short|run_every|busy_fixed|busy_auto|busy_wide|busy_wide_fixed|t
   { ls -la "$d"/workers/gpu0/launchers/shared 2>&1; tail -c 2000 "$d"/workers/gpu0/launchers/build.log 2>&1; } > "$out/launchers_$what.txt"
   grep -h '"concurrency"' "$d"/events.jsonl > "$out/concurrency_$what.txt" 2>/dev/null
   grep -hE '"(candidate_start|candidate_result|note|error)"' "$d"/events.jsonl | cut -c1-400 > "$out/results_$what.txt" 2>/dev/null
+  # Where each candidate's device steps went (device_steps.jsonl) and how each test.py ran.
+  find "$d"/candidates -name device_steps.jsonl | sort | while read -r f; do echo "== ${f#$d}"; cat "$f"; done \
+    > "$out/device_steps_$what.txt" 2>/dev/null
+  head -qn1 "$d"/candidates/*/user_test.log > "$out/user_test_heads_$what.txt" 2>/dev/null
+  grep -h '"start_checked"\|"initial"' "$d"/events.jsonl > "$out/start_$what.txt" 2>/dev/null
   case $what in busy_wide*)
     cp "$d/events.jsonl" "$out/events_$what.jsonl" 2>/dev/null
     cp "$d/program.db" "$out/program_$what.db" 2>/dev/null

@@ -7,7 +7,8 @@
 # RMSNorm with the judge choosing its memory mode itself (trusted_cost.py, sandboxed: on an 80 GB card
 # the lean mode must kick in by itself). CHECKS=1: busy_wide twice, with the starting kernel's checks
 # before its analysis (KAGENT_START_CHECKS=first) and overlapping it (default); MODES= (empty) skips the
-# off/on pair. One file comes back: $OUT/sb.tgz.
+# off/on pair. TESTSB=1: RUN twice, test.py fresh (KAGENT_TEST_STANDBY=0) and started ahead (default).
+# PROBE=1: probe_user_test.py (where a test.py run's seconds go). One file comes back: $OUT/sb.tgz.
 # From the repository root with .device/ packed (pack_device.sh), carry [".device"].
 set -u
 root=$(pwd); final=${OUT:?}; out=/tmp/sb; rm -rf $out; mkdir -p $out
@@ -50,6 +51,21 @@ if [ "${CHECKS:-0}" = 1 ]; then
     echo "checks_$order done at $(( $(date +%s)-T0 ))" >> $out/times.txt
     pack
   done
+fi
+if [ "${TESTSB:-0}" = 1 ]; then
+  # test.py in a process started ahead (default) against a fresh one (KAGENT_TEST_STANDBY=0): the same
+  # run (RUN, default run: instant replies) side by side; each test.py's time is in user_test_s.
+  export KAGENT_NCU_STANDBY=1
+  for sb in 0 1; do
+    KAGENT_TEST_STANDBY=$sb RUN_LIMIT_S=${RUN_S:-200} bash benchmarks/h200/run_trusted.sh $out/testsb_$sb ${RUN:-run} \
+      > $out/testsb_$sb.sh.txt 2>&1
+    echo "testsb_$sb done at $(( $(date +%s)-T0 ))" >> $out/times.txt
+    pack
+  done
+fi
+if [ "${PROBE:-0}" = 1 ]; then
+  timeout 150 python3 benchmarks/h200/probe_user_test.py > $out/probe_user_test.txt 2>&1
+  echo "probe done at $(( $(date +%s)-T0 ))" >> $out/times.txt
 fi
 if [ "${LEAN:-0}" = 1 ]; then
   mkdir -p $out/lean
