@@ -55,7 +55,7 @@ std::vector<std::string> with_scratch(const std::vector<std::string>& prefix, co
 // that has imported torch and Triton and waits for DIR/go. The H100 runs of 2026-12-05 spent 8-9 s of
 // device time on each test.py, most of it before the test's first line. One standby runs one test and
 // exits; the next is started when one is used. It launches nothing on the device while it waits.
-// KAGENT_TEST_STANDBY=0 in the child environment turns it off; two that end before their test (a
+// KAGENT_TEST_STANDBY in the child environment turns it off or on (enabled()); two that end before their test (a
 // broken interpreter) turn it off for the run, and every test.py runs fresh, reporting what is wrong.
 class user_test_standby {
 public:
@@ -64,9 +64,7 @@ public:
   void start(const device_settings& s, const env_map& env) {
     if (p_ && !p_->ended()) return;
     if (p_) take_ended();
-    if (broken_ >= 2 || s.test_path.empty() || s.user_test == "never" || should_give_up() ||
-        env_get(env, "KAGENT_TEST_STANDBY").value_or("") == "0")
-      return;
+    if (broken_ >= 2 || s.test_path.empty() || s.user_test == "never" || should_give_up() || !enabled(s, env)) return;
     auto p = std::make_unique<proc>();
     const auto base = fs::path(s.run_path) / "workers" / fmt::format("gpu{}", s.device_id);
     std::error_code ec;
@@ -143,6 +141,16 @@ public:
   }
 
   static constexpr double idle_s = 1800;
+
+  /// KAGENT_TEST_STANDBY: "0" off, "1" on; unset: on for GPU platforms, off on the cpu platform, where
+  /// candidates are timed on the host's few cores and a process importing torch beside them would
+  /// disturb their timing (a GPU host times on the device and has cores to spare).
+  static bool enabled(const device_settings& s, const env_map& env) {
+    const auto v = env_get(env, "KAGENT_TEST_STANDBY");
+    if (v && *v == "0") return false;
+    if (v && *v == "1") return true;
+    return s.verifier != "cpu";
+  }
 
 private:
   struct proc {

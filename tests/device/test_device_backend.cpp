@@ -205,7 +205,7 @@ TEST_P(DeviceBackendCpu, TheUsersTestSeesNoGpuOnTheCpuPlatform) {
 // test.py in a process started ahead (harness/test_standby.py): it sees what `python test.py` in the
 // candidate's directory would (argv, sys.path[0], __main__, kernel.py in its cwd, no harness module on
 // its path), a failing or hanging test fails as a fresh one does, each test gets a process of its own,
-// and KAGENT_TEST_STANDBY=0 runs every test fresh.
+// and on the cpu platform, unless KAGENT_TEST_STANDBY=1, every test runs fresh.
 TEST(DeviceBackendStandby, TheUsersTestRunsAheadAsItWouldFresh) {
   scratch s;
   const auto test_py = s.dir / "kdir" / "test.py";
@@ -226,6 +226,7 @@ TEST(DeviceBackendStandby, TheUsersTestRunsAheadAsItWouldFresh) {
   settings.user_test = "every";
   settings.test_path = test_py.string();
   settings.user_test_timeout_s = 8;
+  settings.child_env["KAGENT_TEST_STANDBY"] = "1";  // the cpu platform's default is off
   const auto good = slurp(kMatvec / "input.py");
   auto backend = make_device_backend(settings);
   auto run_test = [&](const std::string& id, const std::string& code) {
@@ -266,7 +267,7 @@ TEST(DeviceBackendStandby, TheUsersTestRunsAheadAsItWouldFresh) {
   for (const auto& e : fs::directory_iterator(s.dir / "workers" / "gpu0"))
     EXPECT_EQ(e.path().filename().string().rfind("user_test_", 0), std::string::npos) << e.path();
 
-  settings.child_env["KAGENT_TEST_STANDBY"] = "0";
+  settings.child_env.erase("KAGENT_TEST_STANDBY");  // the cpu platform's default: fresh
   backend = make_device_backend(settings);
   auto [fresh, frlog] = run_test("c4", good);
   EXPECT_TRUE(fresh.user_tested) << fresh.error << "\n" << frlog;
