@@ -262,26 +262,35 @@ class Worker:
             raise WorkerGone("the candidate process broke the protocol", "integrity")
         return msg
 
-    def recv_watching(self, timeout, hang_s):
-        """recv(timeout), reading the worker's progress lines (worker.Progress): once a kernel has been
-        launched, the reply must come within hang_s of the last launch, or the call is stopped as a
-        hung kernel. A compile puts the full timeout back until the next launch: compiles (and
-        autotuning's compiles) can take long, a launched kernel of this tool's kind does not."""
+    def recv_watching(self, timeout, hang_s, quiet_s):
+        """recv(timeout), reading the worker's progress lines (worker.Progress). The call must show
+        progress: a Triton compile or a kernel launch within quiet_s of its start, and once a kernel is
+        launched, the reply (or another launch) within hang_s of the last launch; else it is stopped as
+        stuck or hung. A compile puts the whole timeout back until the next launch: compiles (and an
+        autotuner's compiles) can take long; a launched kernel of this tool's kind, or a wrapper's host
+        code, does not."""
         deadline = time.monotonic() + timeout
-        launched = None
+        mark, window = time.monotonic(), quiet_s  # (since when, how long) no progress is allowed
         while True:
-            limit = deadline if launched is None else min(deadline, launched + hang_s)
+            limit = deadline if mark is None else min(deadline, mark + window)
             try:
                 msg = self.recv(max(0.05, limit - time.monotonic()))
             except WorkerGone as exc:
-                if exc.kind == "timeout" and launched is not None and launched + hang_s < deadline:
-                    raise WorkerGone(f"the candidate's kernel did not finish within {hang_s:g} s of its launch "
-                                     f"(a hung kernel: once a kernel is launched, verification waits {hang_s:g} s, "
+                if exc.kind == "timeout" and mark is not None and mark + window < deadline:
+                    if window == hang_s:
+                        raise WorkerGone(f"the candidate's kernel did not finish within {hang_s:g} s of its launch "
+                                         f"(a hung kernel: once a kernel is launched, verification waits {hang_s:g} s, "
+                                         f"not the whole {timeout:g} s)", "timeout") from None
+                    raise WorkerGone(f"the candidate's call compiled and launched nothing within {quiet_s:g} s "
+                                     f"(a stuck call: verification waits {quiet_s:g} s for a first compile or launch, "
                                      f"not the whole {timeout:g} s)", "timeout") from None
                 raise
             if msg.get("ev") != "progress":
                 return msg
-            launched = time.monotonic() if msg.get("what") == "launch" else None
+            if msg.get("what") == "launch":
+                mark, window = time.monotonic(), hang_s
+            else:
+                mark = None
 
     def ended(self):
         deadline = time.monotonic() + 2.0
@@ -303,10 +312,12 @@ class Worker:
         return "the candidate process closed its channel"
 
     def request(self, obj, timeout, hang_s=None):
+        """One request and its reply; hang_s: (after a launch, before any progress) in seconds, to
+        watch the worker's progress lines (recv_watching)."""
         trace(self.name, "->", obj.get("op"))
         t0 = time.monotonic()
         self.send(obj)
-        msg = self.recv(timeout) if hang_s is None else self.recv_watching(timeout, hang_s)
+        msg = self.recv(timeout) if hang_s is None else self.recv_watching(timeout, *hang_s)
         trace(self.name, "<-", msg.get("ev"), f"{time.monotonic() - t0:.3f} s")
         if msg.get("ev") == "error":
             kind = msg.get("kind", "candidate_error")
@@ -818,10 +829,13 @@ class Judge:
         return out, err
 
     def hang_s(self):
-        """How long a verification call may go without a reply once its kernel is launched: a sixth of
-        the verification timeout, at least 5 s (CUDA's test_timeout_s of 30 s: 5 s; the cpu
-        platform's 300 s: 50 s, the interpreter runs a kernel inside its launch)."""
-        return max(5.0, self.timeouts["verify"] / 6.0)
+        """(after a launch, before any progress): how long a verification call may go without a reply
+        once its kernel is launched, a sixth of the verification timeout and at least 5 s; and how
+        long it may run before its first compile or launch, a third and at least 10 s. CUDA's
+        test_timeout_s of 30 s: 5 s and 10 s; the cpu platform's 300 s: 50 s and 100 s (the
+        interpreter runs a kernel inside its launch)."""
+        v = self.timeouts["verify"]
+        return (max(5.0, v / 6.0), max(10.0, v / 3.0))
 
     def compare(self, got, ref, rtol, atol, max_bad_frac=0.0):
         """One pass over the output and its reference (harness/compare.py: a fused Triton kernel on a GPU)."""

@@ -255,9 +255,10 @@ class TwoOutputs(unittest.TestCase):
 
 
 class HungKernel(unittest.TestCase):
-    """A kernel that makes no progress after its launch is stopped hang_s after the launch (a sixth of
-    the verification timeout, at least 5 s), not at the end of the verification timeout; time before
-    the first launch (import, compile) still has the whole timeout."""
+    """A verification call must show progress (worker.Progress): a kernel that makes none after its
+    launch is stopped hang_s after it (a sixth of the verification timeout, at least 5 s), a call that
+    compiles and launches nothing is stopped quiet_s after it starts (a third, at least 10 s), both
+    long before the verification timeout; a call that keeps launching is left alone."""
 
     @classmethod
     def setUpClass(cls):
@@ -284,13 +285,23 @@ class HungKernel(unittest.TestCase):
         verdict, reply = evaluate(self.server, support.read(START) + "\n# after the hung one\n")
         self.assertEqual(verdict, "verified", reply.get("error"))
 
-    def test_time_before_the_first_launch_is_not_a_hang(self):
-        # 7 s before its first launch (an import, a compile, an autotuner): more than hang_s, less than
-        # the verification timeout.
-        code = support.read(START).replace(
-            "def kernel_function(A, B):\n",
-            "_first = [True]\n\n\ndef kernel_function(A, B):\n"
-            "    if _first[0]:\n        import time\n        time.sleep(7)\n        _first[0] = False\n")
+    def test_a_call_that_launches_nothing_is_stuck(self):
+        # The replay sets' "hanging" kernel: a Python loop that never reaches a kernel.
+        code = support.read(START).replace("def kernel_function(A, B):\n",
+                                           "def kernel_function(A, B):\n    import time\n    time.sleep(600)\n")
+        v = self.server.request(op="verify", code=code)
+        self.assertFalse(v["ok"], v)
+        self.assertEqual(v.get("kind"), "timeout", v)
+        self.assertIn("compiled and launched nothing within 10 s", v.get("error", ""))
+
+    def test_each_launch_restarts_the_window(self):
+        # Its first call takes longer than hang_s in all (3 s before its second launch, 3 s after it).
+        launch = support.read(START)
+        call = launch[launch.index("    matvec_kernel[grid]("):launch.index("    return y\n")]
+        code = launch.replace(
+            "    return y\n",
+            "    if _first[0]:\n        import time\n        time.sleep(3)\n" + call.replace("    ", "        ", 1) +
+            "        time.sleep(3)\n        _first[0] = False\n    return y\n") + "\n_first = [True]\n"
         verdict, reply = evaluate(self.server, code)
         self.assertEqual(verdict, "verified", reply.get("error"))
 
