@@ -156,19 +156,32 @@ void candidate_state::on_reply(const std::string& purpose, int n, const completi
   verify();
 }
 
+// Verify, then benchmark, as one device step (device_mode::verify_benchmark). `user_test: best` runs
+// test.py for a candidate faster than the run's best: the best as it is when the step is sent (a kernel
+// beaten while this candidate waited for its LLM reply no longer costs a test.py run), never above the
+// best at dispatch; on a local device the backend also reads the run's recorded best when the timing
+// ends.
 void candidate_state::verify() {
   write("kernel.py", code_);
-  self_->request(device_, caf::infinite, evaluate{spec_.id, code_, device_mode::verify, spec_.work_dir})
+  self_->request(worker_, caf::infinite, best_atom::value)
+      .then([this](double best_now) { evaluate_against(best_now); },
+            [this](caf::error&) { evaluate_against(not_measured); });
+}
+
+void candidate_state::evaluate_against(double best_now) {
+  double bar = spec_.best_ms;
+  if (is_measured(best_now) && (!is_measured(bar) || best_now < bar)) bar = best_now;
+  self_->request(device_, caf::infinite, evaluate{spec_.id, code_, device_mode::verify_benchmark, spec_.work_dir, bar})
       .then([this](const evaluation& e) { on_verified(e); },
             [this](caf::error& err) { fail(failure_kind::crash, "evaluator unavailable: " + to_string(err)); });
 }
 
 void candidate_state::on_verified(const evaluation& e) {
-  result_.device_s += e.wall_s;
   if (e.verified) {
     attempt_["passed_verification"] = true;
-    return benchmark();
+    return on_benchmarked(e);
   }
+  result_.device_s += e.wall_s;
   write(fmt::format("verify_{}.log", refinements_), e.error + "\n--- stderr ---\n" + e.stderr_tail);
   // Refine also after a ban violation (SPEC §14 B.99); crashes and timeouts too, since the next draft
   // may well avoid them. No "mock refinement" (B.98): an LLM failure fails the candidate.
@@ -201,23 +214,6 @@ void candidate_state::fail_verification(const evaluation& e) {
   // reflect on; the failed attempt itself goes into the shared history.
   fail(e.failure_cause.value_or(failure_kind::verification),
          fmt::format("Verification failed after {} refinement attempts:\n{}", refinements_, tail_text(e.error, 2000)));
-}
-
-// `user_test: best` runs the user's test.py for a candidate faster than the run's best: the best as it
-// is right before the benchmark (a kernel beaten while this candidate waited for its LLM reply no
-// longer costs a test.py run), never above the best at dispatch.
-void candidate_state::benchmark() {
-  self_->request(worker_, caf::infinite, best_atom::value)
-      .then([this](double best_now) { benchmark_against(best_now); },
-            [this](caf::error&) { benchmark_against(not_measured); });
-}
-
-void candidate_state::benchmark_against(double best_now) {
-  double bar = spec_.best_ms;
-  if (is_measured(best_now) && (!is_measured(bar) || best_now < bar)) bar = best_now;
-  self_->request(device_, caf::infinite, evaluate{spec_.id, code_, device_mode::benchmark, spec_.work_dir, bar})
-      .then([this](const evaluation& be) { on_benchmarked(be); },
-            [this](caf::error& err) { fail(failure_kind::crash, "evaluator unavailable: " + to_string(err)); });
 }
 
 void candidate_state::on_benchmarked(const evaluation& be) {

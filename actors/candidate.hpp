@@ -34,11 +34,10 @@ private:
   void prompt();
   void ask(const std::string& purpose, const std::string& prompt_text);
   void on_reply(const std::string& purpose, int n, const completion& c);
-  void verify();
+  void verify();  ///< verify, then benchmark: one device step (device_mode::verify_benchmark)
+  void evaluate_against(double best_now);
   void on_verified(const evaluation& e);
   void refine(const evaluation& e);
-  void benchmark();
-  void benchmark_against(double best_now);
   void on_benchmarked(const evaluation& be);
   void dedup(const std::string& code_hash);
   void profile_sol();

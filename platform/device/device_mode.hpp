@@ -13,9 +13,13 @@ enum class device_mode : uint8_t {
                  ///< torch.compile's timings
   warm,       ///< no kernel: start the device's evaluator and load problem.py, so that its first
               ///< candidate does not wait for them (sent once, when the device joins a run)
+  verify_benchmark,  ///< a candidate's verify, then (when it passes) its benchmark, as one device step:
+                     ///< no other request runs between them (the device actor runs both), so the
+                     ///< verified candidate process is the one timed
 };
 
-/// "verify", "benchmark", "initial", "start_checks", "warm": the names of logs, files and messages.
+/// "verify", "benchmark", "initial", "start_checks", "warm", "verify_benchmark": the names of logs,
+/// files and messages.
 inline const char* to_string(device_mode m) {
   switch (m) {
     case device_mode::verify: return "verify";
@@ -23,6 +27,7 @@ inline const char* to_string(device_mode m) {
     case device_mode::initial: return "initial";
     case device_mode::start_checks: return "start_checks";
     case device_mode::warm: return "warm";
+    case device_mode::verify_benchmark: return "verify_benchmark";
   }
   return "verify";
 }

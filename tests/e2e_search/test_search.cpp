@@ -214,6 +214,22 @@ TEST(Search, BeamSearchFindsTheFastestCorrectKernelWithDedupAndDistinctDirection
   for (const auto& e : events(o.run_dir))
     if (e.value("type", "") == "note" && e.value("what", "") == "diverged") ++diverged;
   EXPECT_EQ(diverged, 1);  // rms-v5
+  // A verified candidate is timed in the process that verified it: its verify and benchmark are one
+  // device step, so no other candidate's request comes between them and makes the judge verify it
+  // again (configs/cpu.yaml: two pipelines on one device, so requests do queue).
+  int benchmarks = 0;
+  for (const auto& [id, p] : o.programs) {
+    std::ifstream f(o.run_dir / "candidates" / id / "device_steps.jsonl");
+    for (std::string l; std::getline(f, l);) {
+      const auto j = nlohmann::json::parse(l);
+      for (const auto& st : j["steps"])
+        if (st.value("op", "") == "benchmark") {
+          ++benchmarks;
+          EXPECT_FALSE(st.contains("split") && st["split"].contains("verify_again_s")) << id << ": " << l;
+        }
+    }
+  }
+  EXPECT_GE(benchmarks, 3);
   // Fan-out: the root was analysed once, asked for 2 directions, and its two candidates followed
   // different ones (their prompts quote different direction summaries).
   const auto root_prompt = slurp(o.run_dir / "baseline_profiles/initial/bottleneck_prompt.txt");
