@@ -96,11 +96,15 @@ std::vector<int> live_with(const std::string& needle) {
   return out;
 }
 
-/// Waits up to `limit` for no live process to mention `needle`.
+/// Waits up to `limit` for no live process to mention `needle`. A process in the middle of an
+/// execve (setpriv handing over to prlimit, prlimit to the command) can read an empty cmdline for a
+/// moment, so "gone" takes two empty looks in a row.
 bool gone_within(const std::string& needle, std::chrono::milliseconds limit) {
   auto end = std::chrono::steady_clock::now() + limit;
+  int empty_looks = 0;
   while (std::chrono::steady_clock::now() < end) {
-    if (live_with(needle).empty()) return true;
+    empty_looks = live_with(needle).empty() ? empty_looks + 1 : 0;
+    if (empty_looks >= 2) return true;
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   return live_with(needle).empty();
@@ -327,10 +331,21 @@ void kill_parent_and_check(const std::vector<std::string>& argv, const std::stri
     (void)run_process(s);
     ::_exit(0);
   }
+  // Wait until the command itself runs, seen twice in a row 20 ms apart: the chain of execs in front
+  // of it (setpriv, prlimit) also names `needle` in its argv, and mid-exec a cmdline can read empty.
+  // One look that found it and a second that asserted on it failed in CI that way (2026-12-06).
   auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (live_with(needle).empty() && std::chrono::steady_clock::now() < until)
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  ASSERT_FALSE(live_with(needle).empty()) << "the sandboxed command never started";
+  int seen_looks = 0;
+  while (seen_looks < 2 && std::chrono::steady_clock::now() < until) {
+    seen_looks = live_with(needle).empty() ? 0 : seen_looks + 1;
+    if (seen_looks < 2) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  if (seen_looks < 2) {
+    ::kill(parent, SIGKILL); // never leave the stand-in holding ctest's pipe for its 60 s timeout
+    ::waitpid(parent, nullptr, 0);
+    kill_all_with(needle);
+    FAIL() << "the sandboxed command never started";
+  }
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
   ::kill(parent, sig);
   int st = 0;
