@@ -6,14 +6,13 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
-#include <future>
-#include <thread>
 #include <cstdlib>
 #include <set>
 
 #include <nlohmann/json.hpp>
 
 #include "platform/gpu/pinning.hpp"
+#include "platform/process/background.hpp"
 #include "platform/process/evaluator_client.hpp"
 #include "platform/process/runner.hpp"
 #include "platform/prompt/prompt.hpp"
@@ -81,13 +80,7 @@ public:
     (*spec.env)["TRITON_CACHE_DIR"] = (p->dir / "triton").string();
     spec.cwd = p->dir.string();
     spec.timeout = std::chrono::milliseconds(static_cast<long>((idle_s + s.user_test_timeout_s + 30) * 1000));
-    p->key = fmt::format("test.py standby {}", p->dir.string());
-    p->result = p->promise.get_future();
-    auto* raw = p.get();
-    p->thread = std::thread([raw, spec = std::move(spec)] {
-      work_scope scope(raw->key);
-      raw->promise.set_value(run_process(spec));
-    });
+    p->run = std::make_unique<background_process>(std::move(spec), fmt::format("test.py standby {}", p->dir.string()));
     p_ = std::move(p);
   }
 
@@ -103,18 +96,10 @@ public:
     store::write_file_atomic(p->dir / "kernel.py", code);
     store::write_file_atomic(p->dir / "go", "");
     const auto t0 = std::chrono::steady_clock::now();
-    const auto limit = std::chrono::milliseconds(static_cast<long>(s.user_test_timeout_s * 1000));
-    bool timed_out = false, gave_up = false;
-    while (p->result.wait_for(std::chrono::milliseconds(100)) != std::future_status::ready) {
-      if (std::chrono::steady_clock::now() - t0 >= limit) timed_out = true;
-      if (should_give_up()) gave_up = true;
-      if (timed_out || gave_up) {
-        cancel_work(p->key);
-        break;
-      }
-    }
-    auto r = p->result.get();
-    p->thread.join();
+    const auto how = p->run->wait(std::chrono::duration<double>(s.user_test_timeout_s), [] { return should_give_up(); });
+    const bool timed_out = how == background_process::waited::limit;
+    const bool gave_up = how == background_process::waited::gave_up;
+    auto r = p->run->finish();
     r.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (timed_out) {
       r.timed_out = true;
@@ -132,9 +117,7 @@ public:
 
   void stop() {
     if (!p_) return;
-    if (!p_->ended()) cancel_work(p_->key);
-    p_->result.wait();
-    p_->thread.join();
+    p_->run->finish();
     std::error_code ec;
     fs::remove_all(p_->dir, ec);
     p_.reset();
@@ -155,16 +138,12 @@ public:
 private:
   struct proc {
     fs::path dir;
-    std::string key;
-    std::promise<process_result> promise;
-    std::future<process_result> result;
-    std::thread thread;
-    bool ended() const { return result.wait_for(std::chrono::seconds(0)) == std::future_status::ready; }
+    std::unique_ptr<background_process> run;
+    bool ended() const { return run->ended(); }
   };
   // Ended before its test: waited idle_s for nothing (fine) or broken (counted).
   void take_ended() {
-    auto r = p_->result.get();
-    p_->thread.join();
+    auto r = p_->run->finish();
     if (r.exit_code != 75) ++broken_;
     std::error_code ec;
     fs::remove_all(p_->dir, ec);

@@ -6,10 +6,8 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
-#include <future>
 #include <regex>
 #include <system_error>
-#include <thread>
 
 #include "platform/common/errors.hpp"
 #include "platform/common/redact.hpp"
@@ -19,6 +17,7 @@
 #include "platform/nvidia/ncu_plan.hpp"
 #include "platform/profiling/profile_cache.hpp"
 #include "platform/profiling/roofline_factory.hpp"
+#include "platform/process/background.hpp"
 #include "platform/process/runner.hpp"
 #include "platform/profile_core/profile_common.hpp"
 #include "platform/rocm/rocprof_parse.hpp"
@@ -753,16 +752,13 @@ struct profiler_standby::process {
   kernel_profile_request like;   ///< the settings it serves; dir is its own directory
   kernel_profile_outcome scratch;
   std::unique_ptr<profile_session> session;
-  std::string key;               ///< its thread's work scope: cancel_work(key) kills the process
   ncu_invocation inv;
   std::string binary;
   bool sudo = false;
   double idle_s = 0;
-  std::promise<process_result> promise;
-  std::future<process_result> result;
-  std::thread thread;
+  std::unique_ptr<background_process> run;  ///< ncu and its wrapper; killed and reaped by finish()
 
-  bool ended() const { return result.wait_for(std::chrono::seconds(0)) == std::future_status::ready; }
+  bool ended() const { return run->ended(); }
   /// Records a standby that served no batch in its own directory's invocations.jsonl, so that every
   /// profiler process of a run has a record: `why` says how it ended.
   void record_unused(const process_result& r, const std::string& why) {
@@ -774,18 +770,7 @@ struct profiler_standby::process {
     }
   }
   /// Kills it (when still running) and reaps its thread.
-  process_result finish() {
-    if (!ended()) cancel_work(key);
-    auto r = result.get();
-    if (thread.joinable()) thread.join();
-    return r;
-  }
-  ~process() {
-    if (thread.joinable()) {
-      cancel_work(key);
-      thread.join();
-    }
-  }
+  process_result finish() { return run->finish(); }
 };
 
 profiler_standby::profiler_standby() = default;
@@ -837,13 +822,8 @@ bool profiler_standby::start(const kernel_profile_request& like, double idle_s) 
     // It waits up to idle_s for its batch, then runs that under the budget: its deadline covers both.
     auto spec = p->session->spec_for(p->inv.argv, p->session->child_env(p->inv.env_overrides),
                                      idle_s + p->like.budget_s + 30);
-    p->key = fmt::format("ncu standby {} of device profile dir {}", started_ + 1, p->like.dir);
-    p->result = p->promise.get_future();
-    auto* raw = p.get();
-    p->thread = std::thread([raw, spec = std::move(spec)] {
-      work_scope scope(raw->key);
-      raw->promise.set_value(run_process(spec));
-    });
+    p->run = std::make_unique<background_process>(
+        std::move(spec), fmt::format("ncu standby {} of device profile dir {}", started_ + 1, p->like.dir));
   } catch (const std::exception&) {
     ++ended_early_;  // no ncu, no wrapper: a fresh profile reports it
     return false;
@@ -903,7 +883,7 @@ batch_run run_ncu_standby(const std::vector<kernel_profile_request>& reqs, profi
   }
   const double handed = s.elapsed();
   const double limit = std::max(1.0, budget - kill_grace_s);
-  const bool in_time = p.result.wait_for(std::chrono::duration<double>(limit)) == std::future_status::ready;
+  const bool in_time = p.run->wait(std::chrono::duration<double>(limit)) == background_process::waited::ended;
   auto r = p.finish();
   if (!in_time && !stop_requested()) {
     r.timed_out = true;  // killed by us at the budget
