@@ -15,6 +15,7 @@ verdict is taken here, from what this process can check itself:
 A worker serves one candidate and is killed afterwards; nothing it patched reaches another one.
 """
 import base64
+import collections
 import contextlib
 import ctypes
 import json
@@ -30,6 +31,9 @@ import time
 
 import compare as fastcmp
 import harness_core as core
+
+# How long a verification call may go without progress (Judge.progress_windows, recv_watching).
+ProgressWindows = collections.namedtuple("ProgressWindows", "hang_s quiet_s")
 
 HARNESS = os.path.dirname(os.path.abspath(__file__))
 PR_SET_PDEATHSIG = 1
@@ -311,13 +315,13 @@ class Worker:
             return f"the candidate process exited with status {st.get('code')}"
         return "the candidate process closed its channel"
 
-    def request(self, obj, timeout, hang_s=None):
-        """One request and its reply; hang_s: (after a launch, before any progress) in seconds, to
-        watch the worker's progress lines (recv_watching)."""
+    def request(self, obj, timeout, windows=None):
+        """One request and its reply; windows (ProgressWindows): watch the worker's progress lines
+        (recv_watching) with those windows."""
         trace(self.name, "->", obj.get("op"))
         t0 = time.monotonic()
         self.send(obj)
-        msg = self.recv(timeout) if hang_s is None else self.recv_watching(timeout, *hang_s)
+        msg = self.recv(timeout) if windows is None else self.recv_watching(timeout, *windows)
         trace(self.name, "<-", msg.get("ev"), f"{time.monotonic() - t0:.3f} s")
         if msg.get("ev") == "error":
             kind = msg.get("kind", "candidate_error")
@@ -828,14 +832,14 @@ class Judge:
         self.current = None
         return out, err
 
-    def hang_s(self):
-        """(after a launch, before any progress): how long a verification call may go without a reply
+    def progress_windows(self):
+        """ProgressWindows(hang_s, quiet_s): how long a verification call may go without a reply
         once its kernel is launched, a sixth of the verification timeout and at least 5 s; and how
         long it may run before its first compile or launch, a third and at least 10 s. CUDA's
         test_timeout_s of 30 s: 5 s and 10 s; the cpu platform's 300 s: 50 s and 100 s (the
         interpreter runs a kernel inside its launch)."""
         v = self.timeouts["verify"]
-        return (max(5.0, v / 6.0), max(10.0, v / 3.0))
+        return ProgressWindows(hang_s=max(5.0, v / 6.0), quiet_s=max(10.0, v / 3.0))
 
     def compare(self, got, ref, rtol, atol, max_bad_frac=0.0):
         """One pass over the output and its reference (harness/compare.py: a fused Triton kernel on a GPU)."""
@@ -875,7 +879,7 @@ class Judge:
                 slot.poison(w)
             core.synchronize(self.device)
             msg = w.request({"op": "verify", "calls": [{"set": j, "slots": [s.index for s in self.slots[0]]}]},
-                            self.timeouts["verify"], hang_s=self.hang_s())
+                            self.timeouts["verify"], windows=self.progress_windows())
             call = msg["calls"][0]
             timings["first_call_s" if n == 0 else f"call{n}_s"] = call.get("wall_s")
             if n == 0:
