@@ -1003,7 +1003,7 @@ class Judge:
             phases["verify_again_s"] = time.perf_counter() - t_again
             if not res["passed"]:
                 raise core.CandidateError(f"verification failed before the benchmark: {res['error']}")
-            w, state = self.current[1], self.current[2]
+            # verify() used the process self.candidate() just gave us (w, state), and marked it verified.
         if self.spare is not None:
             self.spare.pause()
         t_phase = time.perf_counter()
