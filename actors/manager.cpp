@@ -197,6 +197,7 @@ void manager_state::on_initial(const evaluation& e, const fs::path& work_dir) {
   u.floor_pct = measured_or_none(e.floor_pct);
   db_->update_program("initial", u);
   db_->set_state_json(store::state_key::initial_ms, num_or_null(initial_));
+  initial_device_s_ = e.wall_s;
   emit(event_kind::initial, {{"initial_ms", num_or_null(initial_)}, {"best_ms", num_or_null(initial_)},
                              {"device_s", e.wall_s}});
   ledger_->start({"initial", "", ctx_->input_code, e.time_ms, 0, *u.code_hash});
@@ -453,6 +454,7 @@ void manager_state::request_analysis(const candidate_spec& spec) {
             emit(event_kind::analysis, {{"parent_id", pid}, {"source", pa.analysis.source},
                               {"directions", pa.analysis.bottlenecks.size()},
                               {"profile_failed", pa.profile_failed}, {"device_s", pa.device_s}, {"llm_s", pa.llm_s}});
+            if (pid == "initial") prime_pipelines(pa.llm_s);
             on_analysis(pid, pa.analysis, pa.device_s);
           },
           [this, pid](caf::error& err) {
@@ -652,6 +654,22 @@ void manager_state::size_pipelines(double llm_s, double device_s) {
   // pipelines by them starved the device on the H200 (4 pipelines for 20 s LLM replies), so the
   // caller leaves it out of device_s.
   meter_->record(llm_s, device_s);
+  resize_pipelines();
+}
+
+// The first generation's pipelines, sized before any candidate has finished: a candidate waits for
+// two LLM replies (its code, then its reflexion), each about as long as the starting kernel's
+// analysis reply (`analysis_llm_s`), and costs about the starting kernel's evaluation on the device.
+// Until two candidates are measured, `auto` otherwise stays at its floor of 4: on noop devices with
+// 5 s replies (benchmarks/busy_shape.py) the first 4 candidates ran alone for 10 s and the other 44
+// of the first generation waited.
+void manager_state::prime_pipelines(double analysis_llm_s) {
+  if (!meter_ || meter_->samples() > 0 || !(analysis_llm_s > 0) || !(initial_device_s_ > 0)) return;
+  meter_->prime(2.0 * analysis_llm_s, initial_device_s_);
+  resize_pipelines();
+}
+
+void manager_state::resize_pipelines() {
   if (const int n = meter_->next(slots_); n != slots_) {
     slots_ = n;
     emit(event_kind::concurrency, {{"num_workers", n}, {"reason", meter_->reason()}});

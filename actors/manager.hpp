@@ -102,6 +102,8 @@ private:
                       const worker_slot& w);
   void after_pipeline();
   void size_pipelines(double llm_s, double device_s);
+  void prime_pipelines(double analysis_llm_s);
+  void resize_pipelines();
   void commit_result(const candidate_result& res, const candidate_spec& spec, const worker_slot& w,
                      const search::judgement& j);
   void emit_result(const candidate_result& res, const candidate_spec& spec, const worker_slot& w,
@@ -159,6 +161,7 @@ private:
   std::string default_model_;
   int slots_ = 1;
   double eager_ = not_measured, compile_ = not_measured, initial_ = not_measured;
+  double initial_device_s_ = 0;  ///< the starting kernel's evaluation on the device (auto's first estimate)
   bool finished_ = false;
   int interrupted_by_ = 0;  ///< the signal that interrupted the run (0: none)
   bool resumed_ = false;

@@ -43,11 +43,19 @@ void concurrency_meter::record(double llm_s, double device_s) {
   }
 }
 
+void concurrency_meter::prime(double llm_s, double device_s) {
+  if (!(device_s > 0) || !(llm_s >= 0) || !std::isfinite(llm_s) || !std::isfinite(device_s)) return;
+  primed_ = true;
+  prime_llm_ = llm_s;
+  prime_device_ = device_s;
+}
+
 double concurrency_meter::llm_median() const { return median(llm_); }
 double concurrency_meter::device_median() const { return median(device_); }
 
 int concurrency_meter::suggest() const {
-  if (llm_.size() < min_samples_) return std::max(1, lim_.floor);
+  if (llm_.size() < min_samples_)
+    return primed_ ? pipelines_for(prime_llm_, prime_device_, lim_) : std::max(1, lim_.floor);
   return pipelines_for(llm_median(), device_median(), lim_);
 }
 
@@ -60,6 +68,10 @@ int concurrency_meter::next(int current) const {
 std::string concurrency_meter::reason() const {
   const int n = suggest();
   const int d = std::max(1, lim_.devices);
+  if (llm_.size() < min_samples_ && primed_)
+    return fmt::format("auto: {} (first estimate from the starting kernel: LLM {:.1f} s, device {:.2f} s per "
+                       "candidate, {} device{})",
+                       n, prime_llm_, prime_device_, d, d == 1 ? "" : "s");
   if (llm_.size() < min_samples_)
     return fmt::format("auto: {} (not yet measured; {} device{})", n, d, d == 1 ? "" : "s");
   return fmt::format("auto: {} (LLM {:.1f} s, device {:.2f} s per candidate, {} device{})", n, llm_median(),

@@ -33,6 +33,14 @@ class concurrency_meter {
   /// Records one finished candidate; candidates that never reached a device (device_s <= 0) or got
   /// no LLM reply (llm_s < 0) are ignored.
   void record(double llm_s, double device_s);
+  /// A first estimate from before any candidate has finished (the starting kernel's analysis reply
+  /// and its evaluation): suggest() uses it until `min_samples` candidates are recorded. Without it
+  /// `auto` keeps the floor until two candidates have gone through their whole pipeline, which with
+  /// 20 s LLM replies is the first 40 s of the search; the first generation is planned from the
+  /// starting kernel alone, so sizing it early plans nothing from a stale beam. Unusable values
+  /// (device_s <= 0, llm_s < 0, not finite) are ignored.
+  void prime(double llm_s, double device_s);
+  bool primed() const { return primed_; }
   int suggest() const;
   /// What to run with now, given `current`: suggest() once it differs from `current` by at least
   /// max(2, current / 4), else `current` (medians of a few samples flicker; on the H200 a run
@@ -48,6 +56,8 @@ class concurrency_meter {
   concurrency_limits lim_;
   std::size_t window_, min_samples_;
   std::deque<double> llm_, device_;
+  bool primed_ = false;
+  double prime_llm_ = 0, prime_device_ = 0;
 };
 
 }  // namespace kagent::search

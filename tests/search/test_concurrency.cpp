@@ -61,3 +61,34 @@ TEST(Concurrency, SmallSwingsDoNotResizeThePipelines) {
   EXPECT_EQ(slow.next(4), 29);
   EXPECT_EQ(slow.next(27), 27);  // within a quarter
 }
+
+TEST(Concurrency, AFirstEstimateSizesTheStartUntilCandidatesAreMeasured) {
+  concurrency_meter m({1, 4, 64}, 16, 2);
+  // What the starting kernel showed: a 10 s analysis reply (two such per candidate) and 0.5 s on the device.
+  m.prime(20.0, 0.5);
+  EXPECT_TRUE(m.primed());
+  EXPECT_EQ(m.suggest(), 42);  // ceil(20.5 / 0.5) + 1
+  EXPECT_EQ(m.next(4), 42);
+  EXPECT_NE(m.reason().find("first estimate from the starting kernel: LLM 20.0 s, device 0.50 s"), std::string::npos)
+      << m.reason();
+  // One measured candidate is not yet a measurement: the estimate holds.
+  m.record(8.0, 2.0);
+  EXPECT_EQ(m.suggest(), 42);
+  // Two are, and they replace it.
+  m.record(8.0, 2.0);
+  EXPECT_EQ(m.suggest(), 6);  // ceil(10 / 2) + 1
+  EXPECT_NE(m.reason().find("LLM 8.0 s, device 2.00 s"), std::string::npos) << m.reason();
+}
+
+TEST(Concurrency, AnUnusableFirstEstimateLeavesTheFloor) {
+  concurrency_meter m({1, 4, 64}, 16, 2);
+  m.prime(20.0, 0.0);
+  m.prime(-1.0, 0.5);
+  m.prime(std::numeric_limits<double>::quiet_NaN(), 0.5);
+  EXPECT_FALSE(m.primed());
+  EXPECT_EQ(m.suggest(), 4);
+  EXPECT_NE(m.reason().find("not yet measured"), std::string::npos);
+  // Bounded like any measurement.
+  m.prime(600.0, 0.01);
+  EXPECT_EQ(m.suggest(), 64);
+}
