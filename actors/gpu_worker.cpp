@@ -162,8 +162,26 @@ bool gpu_worker_state::interrupt() {
 // ---- profiles and the analysis mode ------------------------------------------------------------------
 
 caf::result<profile_result> gpu_worker_state::queue_profile(const profile& p) {
+  if (!has_profiler(ctx_->cfg.platform.profiler)) {
+    // cpu, noop: nothing to profile with, which the device would only say after the evaluations queued
+    // in its mailbox (on noop devices with 5 s replies, a new parent's analysis waited 21 s for that).
+    profile_result r;
+    r.candidate_id = p.candidate_id;
+    r.profile.label = p.label;
+    r.profile.platform = ctx_->cfg.platform.profiler;
+    return r;
+  }
   auto rp = self_->make_response_promise<profile_result>();
-  profiles_.emplace_back(p, rp);
+  // A parent's baseline profile is what its analysis, and so the next generation's candidates, wait
+  // for: it goes ahead of the candidates' profiles queued here (and ahead of their evaluations queued
+  // at the device: urgent_request).
+  if (p.label == "baseline") {
+    auto at = std::find_if(profiles_.begin(), profiles_.end(),
+                           [](const auto& q) { return q.first.label != "baseline"; });
+    profiles_.emplace(at, p, rp);
+  } else {
+    profiles_.emplace_back(p, rp);
+  }
   if (!dispatch_pending_) {
     dispatch_pending_ = true;
     self_->send(self_, dispatch_atom::value);
@@ -200,7 +218,9 @@ void gpu_worker_state::next_profile() {
       return send_batch(std::move(batch));
     }
     profiling_ = true;
-    self_->request(device_, caf::infinite, p)
+    const bool urgent = p.label == "baseline";
+    (urgent ? self_->request<caf::message_priority::high>(device_, caf::infinite, p)
+            : self_->request(device_, caf::infinite, p))
         .then(
             [this, p, rp](const profile_result& r) mutable {
               profiling_ = false;
@@ -219,9 +239,14 @@ void gpu_worker_state::next_profile() {
 void gpu_worker_state::send_batch(std::vector<std::pair<profile, caf::response_promise>> batch) {
   profiling_ = true;
   profile_batch b;
-  for (const auto& [p, rp] : batch) b.items.push_back(p);
+  bool urgent = false;
+  for (const auto& [p, rp] : batch) {
+    b.items.push_back(p);
+    urgent = urgent || p.label == "baseline";
+  }
   auto shared = std::make_shared<std::vector<std::pair<profile, caf::response_promise>>>(std::move(batch));
-  self_->request(device_, caf::infinite, std::move(b))
+  (urgent ? self_->request<caf::message_priority::high>(device_, caf::infinite, std::move(b))
+          : self_->request(device_, caf::infinite, std::move(b)))
       .then(
           [this, shared](std::vector<profile_result>& rs) {
             profiling_ = false;
