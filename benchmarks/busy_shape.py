@@ -16,8 +16,11 @@ By default the H100 figures are scaled down 4x in time (5 s replies, 0.2375 s pe
 verify and benchmark are one each, 0.475 s per candidate), which keeps the ratio (about 21 LLM-s per
 device-s) and the run short. --delay and --device-s set them.
 
+--compare OTHER_BINARY runs every shape with both builds back to back (alternating which goes first)
+and prints their GPU busy side by side: a change's effect, measured in one invocation.
+
 Usage: python3 benchmarks/busy_shape.py [--binary build/app/kagent-actors] [--delay 5] [--device-s 0.2375]
-                                        [--shapes issue wide deep]
+                                        [--shapes issue wide wider] [--compare OTHER_BINARY]
 """
 import argparse
 import datetime as dt
@@ -75,8 +78,8 @@ def ts(s):
     return dt.datetime.fromisoformat(s.replace("Z", "+00:00")).timestamp()
 
 
-def run(binary, base, name, env):
-    runs = base / f"runs_{name}"
+def run(binary, base, name, env, tag=""):
+    runs = base / f"runs_{name}{tag}"
     t0 = time.monotonic()
     r = subprocess.run([binary, "--strategy", str(config(base, name)), "--kernel-dir",
                         str(ROOT / "examples/optimize_01_matvec"), "--run-dir", str(runs), "-q"],
@@ -92,6 +95,13 @@ def run(binary, base, name, env):
     begin = ts(events[0]["ts"])
     end = ts([e for e in events if e.get("type") == "run_end"][0]["ts"])
     device_s = float(summary.get("device_s") or 0.0)
+    # The pipelines in flight when the first candidate went out (auto's floor, or its first estimate).
+    first_workers = next((e.get("num_workers") for e in events if e.get("type") == "run_start"), None)
+    for e in events:
+        if e.get("type") == "candidate_start":
+            break
+        if e.get("type") == "concurrency":
+            first_workers = e.get("num_workers")
     steady = (results[-1] - starts[0]) if starts and results else 0.0
     # Device seconds inside the steady part: every candidate's requests fall in it; the starting
     # kernel's come before it (one verify and one benchmark: 2 x --device-s).
@@ -105,6 +115,7 @@ def run(binary, base, name, env):
         "steady_s": round(steady, 1),
         "first_candidate_s": round(starts[0] - begin, 1) if starts else None,
         "num_workers": summary.get("num_workers"),
+        "first_workers": first_workers,
         "num_workers_reason": summary.get("num_workers_reason"),
     }
 
@@ -114,7 +125,8 @@ def main():
     ap.add_argument("--binary", default=str(ROOT / "build/app/kagent-actors"))
     ap.add_argument("--delay", type=float, default=5.0, help="KAGENT_REPLAY_DELAY_S: seconds per LLM reply")
     ap.add_argument("--device-s", type=float, default=0.2375, help="seconds per device request (two per candidate)")
-    ap.add_argument("--shapes", nargs="+", default=["issue", "wide", "deep"], choices=sorted(SHAPES))
+    ap.add_argument("--shapes", nargs="+", default=["issue", "wide", "wider"], choices=sorted(SHAPES))
+    ap.add_argument("--compare", metavar="BINARY", help="another build, run on every shape beside --binary")
     a = ap.parse_args()
     env = dict(os.environ, KAGENT_REPLAY_DELAY_S=str(a.delay), KAGENT_NOOP_DEVICE_S=str(a.device_s))
     base = pathlib.Path(tempfile.mkdtemp(prefix="kagent_busy_shape_"))
@@ -122,6 +134,24 @@ def main():
     print(f"machine: {os.cpu_count()} cores; noop device, {a.device_s} s per request ({per_cand:g} s per "
           f"candidate); LLM replies {a.delay} s ({2 * a.delay / per_cand:.1f} LLM-s per device-s of a "
           f"candidate: its reply and its reflexion); matvec replay set {REPLAY.name}; num_workers: auto; async")
+    if a.compare:
+        print(f"this build: {a.binary}; other build: {a.compare}")
+        res = {}
+        for i, name in enumerate(a.shapes):
+            order = [("this", a.binary), ("other", a.compare)]
+            if i % 2:
+                order.reverse()
+            for tag, binary in order:
+                res[(tag, name)] = run(binary, base, name, env, "_" + tag)
+                print(tag, json.dumps(res[(tag, name)]), flush=True)
+        print("\n| shape | candidates | GPU busy, this build | other build | run (s), this | other "
+              "| first-generation pipelines, this | other |")
+        print("|---|---|---|---|---|---|---|---|")
+        for name in a.shapes:
+            t, o = res[("this", name)], res[("other", name)]
+            print(f"| {name}: {SHAPES[name][4]} | {t['candidates']} / {o['candidates']} | {t['gpu_busy_pct']:.1f} % | "
+                  f"{o['gpu_busy_pct']:.1f} % | {t['run_s']} | {o['run_s']} | {t['first_workers']} | {o['first_workers']} |")
+        return 0
     rows = []
     for name in a.shapes:
         rows.append(run(a.binary, base, name, env))
