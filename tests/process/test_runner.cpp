@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "platform/common/stop.hpp"
+#include "platform/process/background.hpp"
 #include "platform/process/runner.hpp"
 
 using namespace kagent;
@@ -239,4 +240,105 @@ TEST(CancelWork, EndsOnlyTheCancelledCandidatesChildrenAndStartsNothingNewForIt)
   EXPECT_TRUE(run_process(sh("true")).ok());
   clear_cancelled_for_tests();
   std::filesystem::remove_all(dir);
+}
+
+// ---- background_process: the process a standby (ncu, test.py) runs on a thread of its own ----------
+
+namespace {
+/// A pid file path of its own for the current test.
+std::string scratch_pidfile() {
+  return (std::filesystem::temp_directory_path() /
+          ("kagent_bg_" + std::to_string(::getpid()) + "_" +
+           ::testing::UnitTest::GetInstance()->current_test_info()->name()))
+      .string();
+}
+/// Removes a file when the test ends, however it ends.
+struct removed_at_end {
+  std::string path;
+  ~removed_at_end() { std::filesystem::remove(path); }
+};
+/// The pid a test's shell wrote to `pidfile`, waiting up to 5 s for it; 0 when none came.
+pid_t wait_for_pid(const std::string& pidfile) {
+  for (int i = 0; i < 500; ++i) {
+    if (pid_t pid = pid_in(pidfile); pid > 0) return pid;
+    std::this_thread::sleep_for(10ms);
+  }
+  return 0;
+}
+} // namespace
+
+TEST(BackgroundProcess, AProcessThatEndsByItselfGivesItsResult) {
+  background_process p(sh("echo ready; exit 4"), "bg test ends");
+  EXPECT_EQ(p.wait(10s), background_process::waited::ended);
+  EXPECT_TRUE(p.ended());
+  auto r = p.finish();
+  EXPECT_TRUE(r.started);
+  EXPECT_EQ(r.exit_code, 4);
+  EXPECT_EQ(r.out, "ready\n");
+}
+
+TEST(BackgroundProcess, AWaitThatRunsOutLeavesItRunningAndFinishKillsIt) {
+  const std::string pidfile = scratch_pidfile();
+  removed_at_end cleanup{pidfile};
+  background_process p(sh("echo $$ > " + pidfile + "; exec sleep 30", 60s), "bg test limit");
+  const pid_t pid = wait_for_pid(pidfile);
+  ASSERT_GT(pid, 0);
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(p.wait(300ms), background_process::waited::limit);
+  EXPECT_GE(std::chrono::steady_clock::now() - t0, 300ms);
+  EXPECT_FALSE(p.ended());
+  EXPECT_TRUE(pid_alive(pid)) << "a wait must not kill it";
+  auto r = p.finish();
+  EXPECT_FALSE(r.ok());
+  EXPECT_TRUE(!still_alive_after_2s(pid));
+}
+
+TEST(BackgroundProcess, GiveUpEndsTheWaitEarly) {
+  background_process p(sh("exec sleep 30", 60s), "bg test give up");
+  int asked = 0;
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(p.wait(20s, [&] { return ++asked >= 3; }), background_process::waited::gave_up);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 10s);
+  EXPECT_EQ(asked, 3);
+  EXPECT_FALSE(p.finish().ok());
+}
+
+TEST(BackgroundProcess, DroppingItKillsARunningProcess) {
+  const std::string pidfile = scratch_pidfile();
+  removed_at_end cleanup{pidfile};
+  pid_t pid = 0;
+  const auto t0 = std::chrono::steady_clock::now();
+  {
+    background_process p(sh("echo $$ > " + pidfile + "; exec sleep 30", 60s), "bg test drop");
+    pid = wait_for_pid(pidfile);
+    ASSERT_GT(pid, 0);
+  }
+  // Killed, not waited for: a destructor that only joined would return when the sleep ends, 30 s on.
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 20s);
+  EXPECT_TRUE(!still_alive_after_2s(pid));
+}
+
+TEST(BackgroundProcess, CancellingItsKeyKillsIt) {
+  // What the run does to a candidate's work: cancel_work(key) reaches the process on its thread.
+  const std::string pidfile = scratch_pidfile();
+  removed_at_end cleanup{pidfile};
+  background_process p(sh("echo $$ > " + pidfile + "; exec sleep 30", 60s), "bg test cancel key");
+  const pid_t pid = wait_for_pid(pidfile);
+  ASSERT_GT(pid, 0);
+  cancel_work("bg test cancel key");
+  EXPECT_EQ(p.wait(10s), background_process::waited::ended);
+  auto r = p.finish();
+  EXPECT_TRUE(r.stopped || r.term_signal != 0) << r.describe();
+  EXPECT_TRUE(!still_alive_after_2s(pid));
+}
+
+TEST(BackgroundProcess, AProgramThatCannotRunIsAResultNotAThrow) {
+  process_spec s;
+  s.argv = {"/nonexistent/kagent-no-such-program"};
+  s.timeout = 5s;
+  background_process p(std::move(s), "bg test missing");
+  EXPECT_EQ(p.wait(5s), background_process::waited::ended);
+  auto r = p.finish();
+  EXPECT_FALSE(r.ok());
+  EXPECT_TRUE(!r.started || r.exit_code == 127) << r.describe();
 }
