@@ -110,6 +110,14 @@ kernel_profile_request make_request(const run_context& ctx, int device_id, const
 
 bool has_profiler(const std::string& platform) { return platform == "rocm" || platform == "nvidia"; }
 
+profile_result no_profiler_result(const profile& p, const std::string& platform) {
+  profile_result r;
+  r.candidate_id = p.candidate_id;
+  r.profile.label = p.label;
+  r.profile.platform = platform;
+  return r;
+}
+
 device_state::device_state() = default;
 device_state::~device_state() = default;
 
@@ -262,10 +270,7 @@ std::vector<profile_result> device_state::run_profile_batch(const profile_batch&
 
 profile_result device_state::result_of(const profile& p, std::optional<kernel_profile_outcome> outcome,
                                        bool abandoned) const {
-  profile_result r;
-  r.candidate_id = p.candidate_id;
-  r.profile.label = p.label;
-  r.profile.platform = ctx_->cfg.platform.profiler;
+  profile_result r = no_profiler_result(p, ctx_->cfg.platform.profiler);
   r.available = outcome.has_value();
   if (!outcome) return r;  // cpu, noop: nothing to profile with
   auto& o = *outcome;

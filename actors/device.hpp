@@ -70,4 +70,11 @@ void warm_device(Self* self, const device_actor_type& device) {
 /// rocm and nvidia have a profiler; cpu, noop and "" do not.
 bool has_profiler(const std::string& platform);
 
+/// The answer to `p` on a platform without a profiler (`platform`): available=false, nothing measured.
+profile_result no_profiler_result(const profile& p, const std::string& platform);
+
+/// A parent's baseline profile: the next generation's candidates wait for its analysis, so it goes
+/// ahead of queued candidate work (the worker's profile queue, the device's mailbox).
+inline bool urgent_profile(const profile& p) { return p.label == "baseline"; }
+
 } // namespace kagent

@@ -162,22 +162,14 @@ bool gpu_worker_state::interrupt() {
 // ---- profiles and the analysis mode ------------------------------------------------------------------
 
 caf::result<profile_result> gpu_worker_state::queue_profile(const profile& p) {
-  if (!has_profiler(ctx_->cfg.platform.profiler)) {
-    // cpu, noop: nothing to profile with, which the device would only say after the evaluations queued
-    // in its mailbox (on noop devices with 5 s replies, a new parent's analysis waited 21 s for that).
-    profile_result r;
-    r.candidate_id = p.candidate_id;
-    r.profile.label = p.label;
-    r.profile.platform = ctx_->cfg.platform.profiler;
-    return r;
-  }
+  // cpu, noop: nothing to profile with, which the device would only say after the evaluations queued
+  // in its mailbox (on noop devices with 5 s replies, a new parent's analysis waited 21 s for that).
+  if (!has_profiler(ctx_->cfg.platform.profiler)) return no_profiler_result(p, ctx_->cfg.platform.profiler);
   auto rp = self_->make_response_promise<profile_result>();
-  // A parent's baseline profile is what its analysis, and so the next generation's candidates, wait
-  // for: it goes ahead of the candidates' profiles queued here (and ahead of their evaluations queued
-  // at the device: urgent_request).
-  if (p.label == "baseline") {
-    auto at = std::find_if(profiles_.begin(), profiles_.end(),
-                           [](const auto& q) { return q.first.label != "baseline"; });
+  // An urgent profile goes ahead of the ones queued here (and of the evaluations queued at the
+  // device: send_to_device).
+  if (urgent_profile(p)) {
+    auto at = std::find_if(profiles_.begin(), profiles_.end(), [](const auto& q) { return !urgent_profile(q.first); });
     profiles_.emplace(at, p, rp);
   } else {
     profiles_.emplace_back(p, rp);
@@ -218,9 +210,7 @@ void gpu_worker_state::next_profile() {
       return send_batch(std::move(batch));
     }
     profiling_ = true;
-    const bool urgent = p.label == "baseline";
-    (urgent ? self_->request<caf::message_priority::high>(device_, caf::infinite, p)
-            : self_->request(device_, caf::infinite, p))
+    send_to_device(urgent_profile(p), p)
         .then(
             [this, p, rp](const profile_result& r) mutable {
               profiling_ = false;
@@ -242,11 +232,10 @@ void gpu_worker_state::send_batch(std::vector<std::pair<profile, caf::response_p
   bool urgent = false;
   for (const auto& [p, rp] : batch) {
     b.items.push_back(p);
-    urgent = urgent || p.label == "baseline";
+    urgent = urgent || urgent_profile(p);
   }
   auto shared = std::make_shared<std::vector<std::pair<profile, caf::response_promise>>>(std::move(batch));
-  (urgent ? self_->request<caf::message_priority::high>(device_, caf::infinite, std::move(b))
-          : self_->request(device_, caf::infinite, std::move(b)))
+  send_to_device(urgent, std::move(b))
       .then(
           [this, shared](std::vector<profile_result>& rs) {
             profiling_ = false;

@@ -35,6 +35,13 @@ private:
   caf::result<profile_result> queue_profile(const profile& p);
   void next_profile();
   void send_batch(std::vector<std::pair<profile, caf::response_promise>> batch);
+  /// A profile request to the device; an urgent one (urgent_profile) with CAF's high message priority,
+  /// which the device's mailbox serves ahead of the candidates' queued evaluations.
+  template <class Msg>
+  auto send_to_device(bool urgent, Msg&& m) {
+    return urgent ? self_->request<caf::message_priority::high>(device_, caf::infinite, std::forward<Msg>(m))
+                  : self_->request(device_, caf::infinite, std::forward<Msg>(m));
+  }
   void on_profiled(const profile& p, const profile_result& r);
   void go_synthetic(const std::string& reason);
   /// A result for a candidate that ended without one (timed out, or its actor died).
