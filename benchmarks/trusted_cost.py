@@ -115,8 +115,10 @@ def run_judge(judge_mod, core, problem_path, device, size, cands, warmup, repeat
     load_s = time.perf_counter() - t0
     rows = {}
     for name, code in cands:
-        if steady and jd.spare is not None:
-            jd.ready(jd.spare)  # the LLM's think time: the next worker is warm before the candidate arrives
+        if steady:
+            jd.idle()  # between requests, as the server does (lean: the next worker starts only now)
+            if jd.spares:
+                jd.ready(jd.spares[0])  # the LLM's think time: the next worker is warm before the candidate arrives
         key = core.sha256(code)
         t0 = time.perf_counter()
         row = {}

@@ -469,13 +469,41 @@ def wall_bound_excess(wall_ms, n, calib_per_call_ms, reported_ms, gpu, pad_ms=0.
     return excess, allowed
 
 
+def spare_depth(lean, gpu, forced=None):
+    """How many prepared workers may warm up beside the running candidate. Lean: none (one is started
+    between requests). The CPU platform: one (a warming worker takes the cores the candidate runs on).
+    A GPU: up to three, each beyond the first only while the device has room for it (room_for_spare).
+    KAGENT_JUDGE_SPARES=N (1-8) forces N where the judge is not lean (still bounded by room_for_spare)."""
+    if lean:
+        return 0
+    if forced:
+        try:
+            return max(1, min(8, int(forced)))
+        except ValueError:
+            pass
+    return 3 if gpu else 1
+
+
+def room_for_spare(worker_bytes, free_bytes, output_bytes, pending=0):
+    """Whether one more spare fits on the device now: its own memory, and after it still a worker's worth
+    (the running candidate's own allocations) plus four outputs and 2 GiB of slack. `pending` spares
+    have started but may not hold their memory yet: each counts as a worker. Unknown sizes: yes (the
+    CPU platform, where depth decides alone)."""
+    if worker_bytes is None or free_bytes is None:
+        return True
+    worker = max(worker_bytes, 1)
+    return free_bytes - pending * worker >= 2 * worker + 4 * output_bytes + (2 << 30)
+
+
 class Judge:
     def __init__(self, log_dir):
         self.log_dir = log_dir
         self.scratch_root = os.path.join(log_dir, "sandbox")
         os.makedirs(self.scratch_root, exist_ok=True)
         self.problem = None
-        self.spare = None
+        self.spares = []             # prepared workers for the next candidates, oldest (warmest) first
+        self.depth = 1               # how many spares may warm up at once (spare_depth, room_for_spare)
+        self.worker_bytes = None     # a worker's device memory, measured at load (None: unknown, CPU)
         self.current = None          # (code hash, Worker, state dict)
         self.sandbox_prefix = []
         self.sets = []
@@ -536,13 +564,15 @@ class Judge:
                       for g in range(self.samples)]
         self.flush_bytes = (256 << 20) if self.gpu else (32 << 20)
         free_before = self.free_device_bytes()
-        self.spare = self.spawn()
+        self.depth = 1
+        self.spares = [self.spawn()]
         for r in ref_outs:
             if fastcmp.fused_applies(r, r):
                 fastcmp.stats(r, r, 0.0, 0.0)  # compiles the comparison now, while the spare worker starts
                 break
         self.calibrate(calib_repeat)
         self.choose_memory_mode(free_before)
+        self.refill()
         return dict(self.problem.describe(), calibration_ms_per_call=self.calib["per_call_ms"],
                     trials=self.trials(), output_bytes=self.output_bytes, memory=self.memory)
 
@@ -611,7 +641,10 @@ class Judge:
             self.lean = forced == "1"
         else:
             self.lean = self.lean_sets or (need is not None and free_now < need)
-        self.memory = {"lean": self.lean, "worker_bytes": worker, "free_bytes": free_now, "needed_for_two": need,
+        self.worker_bytes = worker
+        self.depth = spare_depth(self.lean, self.gpu, os.environ.get("KAGENT_JUDGE_SPARES"))
+        self.memory = {"lean": self.lean, "spares": self.depth, "worker_bytes": worker, "free_bytes": free_now,
+                       "needed_for_two": need,
                        "forced": forced in ("0", "1"), "lean_sets": self.lean_sets,
                        "resident_trials": len(self.sets)}
         self.memory.update(getattr(self, "memory_sets", {}))
@@ -717,17 +750,32 @@ class Judge:
     def calibrate(self, repeat):
         """The per-call overhead of the timed loop (stamps, flush, synchronisation, our round trip),
         measured on the spare before any candidate code exists in it."""
-        w = self.spare
+        w = self.spares[0]
         self.ready(w)
         m = self.timed(w, None, 0, max(5, repeat), calibrate=True)
         self.calib = m
 
+    def refill(self):
+        """Starts spares until `depth` of them warm up (none while lean: see idle). The first always (as
+        one spare always did); each further one only where the device has room for it now, measured, so
+        that the spares never take the memory a candidate needs (on an H100, four matvec workers of 13 GiB
+        beside the judge left 1.75 GiB and a fifth could not load its inputs)."""
+        if self.lean:
+            return
+        while len(self.spares) < self.depth:
+            if self.spares:
+                pending = sum(1 for w in self.spares if w.state != "ready")
+                if not room_for_spare(self.worker_bytes, self.free_device_bytes(), self.output_bytes, pending):
+                    break
+            self.spares.append(self.spawn())
+
     def take(self):
-        """A prepared worker for the next candidate; a replacement starts warming up at once."""
+        """A prepared worker for the next candidate (the warmest spare); replacements start warming up at
+        once. With candidates back to back, one spare had too little time to get ready between them (it
+        is paused while anything is timed): on an H100 the next candidate waited 0.77 s for it (median,
+        benchmarks/RESULTS.md); several spares warm side by side."""
         for attempt in range(2):
-            w, self.spare = self.spare, None
-            if w is None:
-                w = self.spawn()
+            w = self.spares.pop(0) if self.spares else self.spawn()
             try:
                 self.ready(w)
                 break
@@ -737,8 +785,7 @@ class Judge:
                 if attempt == 1:
                     raise WorkerGone(f"a candidate process could not be prepared: {exc}\n{err[-1500:]}",
                                      "harness") from None
-        if not self.lean:
-            self.spare = self.spawn()
+        self.refill()
         return w
 
     def census(self):
@@ -751,9 +798,10 @@ class Judge:
         if before is None:
             return []
         keep = {w.pid} | self.builder_processes()
-        if self.spare is not None and self.spare.pid > 0:
-            keep.add(self.spare.pid)
-            keep.update(descendants(self.spare.pid))
+        for spare in self.spares:
+            if spare.pid > 0:
+                keep.add(spare.pid)
+                keep.update(descendants(spare.pid))
         left = [p for p in self.census() - before - keep if alive(p)]
         if left:
             # A process that ends on its own a moment later (a compiler finishing) was not left
@@ -792,20 +840,20 @@ class Judge:
         if self.current is not None:
             self.current[1].discard()
             self.current = None
-        if self.spare is not None:
-            self.spare.discard()
-            self.spare = None
+        for spare in self.spares:
+            spare.discard()
+        self.spares = []
         if self.zygote is not None:
             self.zygote.stop()
             self.zygote = None
 
     def idle(self):
-        """Between requests: let the spare warm up (it is paused while anything is timed). Lean: start
-        it now, once no candidate holds device memory."""
-        if self.lean and self.spare is None and self.current is None and self.problem is not None:
-            self.spare = self.spawn()
-        if self.spare is not None:
-            self.spare.resume()
+        """Between requests: let the spares warm up (they are paused while anything is timed). Lean: start
+        one now, once no candidate holds device memory."""
+        if self.lean and not self.spares and self.current is None and self.problem is not None:
+            self.spares.append(self.spawn())
+        for spare in self.spares:
+            spare.resume()
 
     # -- evaluation -----------------------------------------------------------------------------------
     def candidate(self, code, key):
@@ -870,7 +918,7 @@ class Judge:
         t_take = time.perf_counter()
         w, state = self.candidate(code, key)
         timings = {"import_s": state.get("import_s"), "take_and_load_s": time.perf_counter() - t_take,
-                   "compare_s": 0.0}
+                   "spares": len(self.spares), "compare_s": 0.0}
         # Set 0 twice (the first call compiles), then every other set; each output is compared here.
         plan = [0] + list(range(self.trials()))
         error = None
@@ -1004,8 +1052,8 @@ class Judge:
             if not res["passed"]:
                 raise core.CandidateError(f"verification failed before the benchmark: {res['error']}")
             # verify() used the process self.candidate() just gave us (w, state), and marked it verified.
-        if self.spare is not None:
-            self.spare.pause()
+        for spare in self.spares:
+            spare.pause()
         t_phase = time.perf_counter()
         with core.working_directory(self.scratch_root):
             m = self.timed(w, state, warmup, repeat)

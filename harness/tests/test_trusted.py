@@ -111,6 +111,23 @@ class Trusted(unittest.TestCase):
         self.assertEqual(strict["result"]["rtol"], 0.0)
 
 
+def corpus_after_a_poisoner(test, server):
+    """The starting kernel verifies; a poisoner then patches what it can for whoever comes next; the
+    cheats are rejected and the starting kernel verifies again after them."""
+    start = support.read(START)
+    verdict, first = evaluate(server, start)
+    test.assertEqual(verdict, "verified", first.get("error"))
+    # poison_next computes honestly and patches what it can for whoever comes next.
+    with open(os.path.join(CHEATS, "poison_next.py"), encoding="utf-8") as f:
+        evaluate(server, f.read())
+    for cheat in ("cache_by_address.py", "cache_by_content.py", "zeros.py"):
+        path = os.path.join(CHEATS, cheat)
+        verdict, r = evaluate(server, support.read(path))
+        test.assertEqual(verdict, expectation(path), (cheat, r.get("error")))
+    verdict, again = evaluate(server, start + "\n# after the cheats\n")
+    test.assertEqual(verdict, "verified", again.get("error"))
+
+
 class Lean(unittest.TestCase):
     """Where two workers do not fit in device memory the judge prepares the next worker only between
     requests (forced here with KAGENT_JUDGE_LEAN=1: the CPU platform has no device memory to measure).
@@ -124,26 +141,71 @@ class Lean(unittest.TestCase):
                                        trials=3, samples=3, calibrate_repeat=8)
                 self.assertTrue(reply["ok"], reply)
                 self.assertTrue(reply["result"]["memory"]["lean"])
+                self.assertEqual(reply["result"]["memory"]["spares"], 0)
                 # Only trial 0 stays resident; trials 1 and 2 are drawn again from their seeds, and a
                 # kernel that is wrong only on them still fails there.
                 self.assertTrue(reply["result"]["memory"]["lean_sets"])
                 self.assertEqual(reply["result"]["memory"]["resident_trials"], 1)
                 self.assertEqual(reply["result"]["trials"], 3)
-                start = support.read(START)
-                verdict, first = evaluate(server, start)
-                self.assertEqual(verdict, "verified", first.get("error"))
-                # poison_next computes honestly and patches what it can for whoever comes next.
-                with open(os.path.join(CHEATS, "poison_next.py"), encoding="utf-8") as f:
-                    evaluate(server, f.read())
-                for cheat in ("cache_by_address.py", "cache_by_content.py", "zeros.py"):
-                    path = os.path.join(CHEATS, cheat)
-                    verdict, r = evaluate(server, support.read(path))
-                    self.assertEqual(verdict, expectation(path), (cheat, r.get("error")))
-                verdict, again = evaluate(server, start + "\n# after the cheats\n")
-                self.assertEqual(verdict, "verified", again.get("error"))
+                corpus_after_a_poisoner(self, server)
             finally:
                 server.request(op="shutdown")
                 server.close()
+
+
+class Spares(unittest.TestCase):
+    """Several prepared workers warm up side by side (a GPU with memory to spare; forced here with
+    KAGENT_JUDGE_SPARES=3). Each candidate still gets a worker no earlier candidate touched: a
+    poisoner cannot reach the spares warming beside it."""
+
+    def test_three_spares_keep_every_defence(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            server = ServerProcess(tmp, {"KAGENT_JUDGE_SPARES": "3"})
+            try:
+                reply = server.request(op="load_problem", problem=support.MATVEC, device="cpu", size="small",
+                                       trials=3, samples=3, calibrate_repeat=8)
+                self.assertTrue(reply["ok"], reply)
+                self.assertFalse(reply["result"]["memory"]["lean"])
+                self.assertEqual(reply["result"]["memory"]["spares"], 3)
+                # The fork server and three warming workers (a single spare would make two).
+                self.assertGreaterEqual(len([p for p in judge.descendants(server.proc.pid) if judge.alive(p)]), 4)
+                corpus_after_a_poisoner(self, server)
+            finally:
+                server.request(op="shutdown")
+                server.close()
+
+
+class SpareDepth(unittest.TestCase):
+    """How many workers warm up beside the running candidate (judge.spare_depth, judge.room_for_spare)."""
+
+    GIB = 2**30
+
+    def test_lean_keeps_none_the_cpu_platform_one_and_a_gpu_up_to_three(self):
+        self.assertEqual(judge.spare_depth(True, True), 0)
+        self.assertEqual(judge.spare_depth(True, True, forced="3"), 0)
+        self.assertEqual(judge.spare_depth(False, False), 1)
+        self.assertEqual(judge.spare_depth(False, True), 3)
+
+    def test_forced_depth_is_bounded(self):
+        self.assertEqual(judge.spare_depth(False, False, forced="2"), 2)
+        self.assertEqual(judge.spare_depth(False, True, forced="50"), 8)
+        self.assertEqual(judge.spare_depth(False, True, forced="0"), 1)
+        self.assertEqual(judge.spare_depth(False, True, forced="x"), 3)
+
+    def test_a_spare_needs_room_for_itself_and_for_the_candidate(self):
+        g = self.GIB
+        # matvec on the H100 where four 13 GiB workers beside the judge ran a fifth out of memory: with
+        # the candidate's worker and one spare held (39 GiB free), a second spare fits, a third (26 GiB
+        # free) does not.
+        self.assertTrue(judge.room_for_spare(13 * g, 39 * g, 8 * 2**20))
+        self.assertFalse(judge.room_for_spare(13 * g, 26 * g, 8 * 2**20))
+        # A spare still loading counts as a worker even before its memory shows.
+        self.assertFalse(judge.room_for_spare(13 * g, 39 * g, 8 * 2**20, pending=1))
+        # Outputs count four times (the candidate's and the sampled calls'), with 2 GiB of slack.
+        self.assertTrue(judge.room_for_spare(g, 8 * g, g))
+        self.assertFalse(judge.room_for_spare(g, 8 * g - 1, g))
+        # Unknown sizes (the CPU platform): the depth alone decides.
+        self.assertTrue(judge.room_for_spare(None, None, 0))
 
 
 class ResidentSets(unittest.TestCase):
