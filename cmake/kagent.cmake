@@ -20,6 +20,10 @@ function(kagent_test name)
   add_executable(${name} ${A_SOURCES})
   target_include_directories(${name} PRIVATE ${KAGENT_ROOT})
   target_link_libraries(${name} PRIVATE ${A_LINK} GTest::gtest_main GTest::gmock)
+  # Test code itself is compiled without optimization: it halves the compile time of a GoogleTest
+  # translation unit (22 s -> 10 s for tests/e2e_search at -O3 -> -O0 on 2 cores), and the tests spend
+  # their time in the libraries (optimized) and the processes they start, not in their own code.
+  target_compile_options(${name} PRIVATE -O0)
   target_compile_definitions(${name} PRIVATE
     KAGENT_SOURCE_DIR="${KAGENT_ROOT}" KAGENT_BINARY_DIR="${CMAKE_BINARY_DIR}")
   set(labels ${A_LABELS})
