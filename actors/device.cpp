@@ -171,13 +171,29 @@ evaluation device_state::run_evaluation(const evaluate& req) {
       // other candidates' queued verifies ran between them and the judge, which keeps one verified
       // candidate process, verified it again (H100, 2026-12-06: 0.85 s of a benchmark step's 1.1 s).
       device_request v{req.candidate_id, req.code, device_mode::verify, req.work_dir};
+      v.hash_after_verify = true;
       auto ver = backend_->run(v);
       if (!ver.verified || should_give_up()) return to_message(ver);
+      if (auto it = timed_.find(ver.code_hash); !ver.code_hash.empty() && it != timed_.end()) {
+        // The same program was timed here before: its timing is this one's. The manager records the
+        // candidate as a duplicate of it (same hash), which never becomes the best; test.py is not run
+        // again either (tested_programs).
+        device_result same = it->second;
+        same.candidate_id = req.candidate_id;
+        same.verified = true;
+        same.user_tested = false;
+        same.user_test_s = 0;
+        same.wall_s = ver.wall_s;
+        same.stdout_tail = ver.stdout_tail;
+        same.stderr_tail = ver.stderr_tail;
+        return to_message(same);
+      }
       device_request b{req.candidate_id, req.code, device_mode::benchmark, req.work_dir};
       b.best_ms = req.best_ms;
       auto ben = backend_->run(b);
       ben.verified = true;
       ben.wall_s += ver.wall_s;
+      remember_timing(ben);
       return to_message(ben);
     }
     device_request dr{req.candidate_id, req.code, req.mode, req.work_dir};
@@ -188,7 +204,9 @@ evaluation device_state::run_evaluation(const evaluate& req) {
       auto to = caf::actor_cast<caf::actor>(self_->current_sender());
       if (to) dr.on_step = [to](const std::string& what) { caf::anon_send(to, step_atom::value, what); };
     }
-    return to_message(backend_->run(dr));
+    auto r = backend_->run(dr);
+    if (req.mode == device_mode::initial) remember_timing(r);
+    return to_message(r);
   } catch (const std::exception& ex) {
     evaluation e;
     e.candidate_id = req.candidate_id;
@@ -196,6 +214,10 @@ evaluation device_state::run_evaluation(const evaluate& req) {
     e.error = std::string{"evaluator: "} + ex.what();
     return e;
   }
+}
+
+void device_state::remember_timing(const device_result& r) {
+  if (r.benchmarked && !r.code_hash.empty() && is_measured(r.time_ms)) timed_.emplace(r.code_hash, r);
 }
 
 profile_result device_state::run_profile(const profile& p) {

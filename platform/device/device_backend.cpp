@@ -356,6 +356,11 @@ public:
         return finish(e, t0);
       }
       e.verified = true;
+      if (req.hash_after_verify && req.mode == device_mode::verify) {
+        auto h = client_->request(merged(base, {{"op", "hash"}}), verify_timeout);
+        note_step("hash", h, nullptr);
+        if (h.ok() && h.body["result"].contains("hash")) e.code_hash = h.body["result"]["hash"].get<std::string>();
+      }
     }
     if (req.mode == device_mode::benchmark || req.mode == device_mode::initial) {
       const nlohmann::json targets = nlohmann::json{"candidate"};

@@ -57,6 +57,10 @@ struct device_request {
   /// The run's best time when the candidate was planned (not_measured: none yet). With user_test: best, a
   /// benchmark faster than this runs the kernel directory's test.py before it may become the best.
   double best_ms = not_measured;
+  /// verify mode: also the program hash of a verified candidate (its compiled kernels and normalised
+  /// wrapper), so that a program timed before need not be timed again. Only the warm judge backend
+  /// computes it; elsewhere code_hash stays empty and the benchmark runs as always.
+  bool hash_after_verify = false;
   /// Told each step as it starts ("loading problem.py", "verifying", ...); may be unset.
   std::function<void(const std::string&)> on_step = nullptr;
 };

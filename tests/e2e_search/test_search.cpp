@@ -13,6 +13,7 @@
 #include <spawn.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <chrono>
 #include <fstream>
 #include <map>
@@ -230,6 +231,21 @@ TEST(Search, BeamSearchFindsTheFastestCorrectKernelWithDedupAndDistinctDirection
     }
   }
   EXPECT_GE(benchmarks, 3);
+  // A duplicate is not timed again: the device knows the program (same hash) and gives it its original's
+  // timing, so a duplicate has a verify step, no benchmark step, and the time of the kernel it repeats.
+  for (const auto& [id, p] : o.programs) {
+    if (p.failure_cause.value_or("") != "duplicate") continue;
+    const auto original = std::find_if(o.programs.begin(), o.programs.end(), [&](const auto& q) {
+      return q.second.status == "verified" && q.second.code_hash == p.code_hash;
+    });
+    ASSERT_NE(original, o.programs.end()) << id << " repeats no verified kernel";
+    ASSERT_TRUE(p.time_ms && original->second.time_ms) << id;
+    EXPECT_EQ(*p.time_ms, *original->second.time_ms) << id << " was timed again; it repeats " << original->first;
+    std::ifstream f(o.run_dir / "candidates" / id / "device_steps.jsonl");
+    for (std::string l; std::getline(f, l);)
+      for (const auto& st : nlohmann::json::parse(l)["steps"])
+        EXPECT_NE(st.value("op", ""), "benchmark") << id << ": " << l;
+  }
   // Fan-out: the root was analysed once, asked for 2 directions, and its two candidates followed
   // different ones (their prompts quote different direction summaries).
   const auto root_prompt = slurp(o.run_dir / "baseline_profiles/initial/bottleneck_prompt.txt");
