@@ -2,6 +2,7 @@
 evaluator server on the CPU platform (verify, then benchmark, as the runtime sends them), plus the
 defences that need a set-up of their own (physics floor, isolation between candidates, the wall
 clock bound, the dedup hash)."""
+import contextlib
 import os
 import re
 import tempfile
@@ -128,29 +129,36 @@ def corpus_after_a_poisoner(test, server):
     test.assertEqual(verdict, "verified", again.get("error"))
 
 
+@contextlib.contextmanager
+def matvec_judge(env):
+    """A judge server (with `env` added) that loaded the small matvec problem on the CPU: (server, reply)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        server = ServerProcess(tmp, env)
+        try:
+            reply = server.request(op="load_problem", problem=support.MATVEC, device="cpu", size="small",
+                                   trials=3, samples=3, calibrate_repeat=8)
+            yield server, reply
+        finally:
+            server.request(op="shutdown")
+            server.close()
+
+
 class Lean(unittest.TestCase):
     """Where two workers do not fit in device memory the judge prepares the next worker only between
     requests (forced here with KAGENT_JUDGE_LEAN=1: the CPU platform has no device memory to measure).
     The defences hold the same: a cheat is rejected and leaves nothing behind for the next candidate."""
 
     def test_lean_judge_keeps_every_defence(self):
-        with tempfile.TemporaryDirectory() as tmp:
-            server = ServerProcess(tmp, {"KAGENT_JUDGE_LEAN": "1"})
-            try:
-                reply = server.request(op="load_problem", problem=support.MATVEC, device="cpu", size="small",
-                                       trials=3, samples=3, calibrate_repeat=8)
-                self.assertTrue(reply["ok"], reply)
-                self.assertTrue(reply["result"]["memory"]["lean"])
-                self.assertEqual(reply["result"]["memory"]["spares"], 0)
-                # Only trial 0 stays resident; trials 1 and 2 are drawn again from their seeds, and a
-                # kernel that is wrong only on them still fails there.
-                self.assertTrue(reply["result"]["memory"]["lean_sets"])
-                self.assertEqual(reply["result"]["memory"]["resident_trials"], 1)
-                self.assertEqual(reply["result"]["trials"], 3)
-                corpus_after_a_poisoner(self, server)
-            finally:
-                server.request(op="shutdown")
-                server.close()
+        with matvec_judge({"KAGENT_JUDGE_LEAN": "1"}) as (server, reply):
+            self.assertTrue(reply["ok"], reply)
+            self.assertTrue(reply["result"]["memory"]["lean"])
+            self.assertEqual(reply["result"]["memory"]["spares"], 0)
+            # Only trial 0 stays resident; trials 1 and 2 are drawn again from their seeds, and a
+            # kernel that is wrong only on them still fails there.
+            self.assertTrue(reply["result"]["memory"]["lean_sets"])
+            self.assertEqual(reply["result"]["memory"]["resident_trials"], 1)
+            self.assertEqual(reply["result"]["trials"], 3)
+            corpus_after_a_poisoner(self, server)
 
 
 class Spares(unittest.TestCase):
@@ -159,20 +167,13 @@ class Spares(unittest.TestCase):
     poisoner cannot reach the spares warming beside it."""
 
     def test_three_spares_keep_every_defence(self):
-        with tempfile.TemporaryDirectory() as tmp:
-            server = ServerProcess(tmp, {"KAGENT_JUDGE_SPARES": "3"})
-            try:
-                reply = server.request(op="load_problem", problem=support.MATVEC, device="cpu", size="small",
-                                       trials=3, samples=3, calibrate_repeat=8)
-                self.assertTrue(reply["ok"], reply)
-                self.assertFalse(reply["result"]["memory"]["lean"])
-                self.assertEqual(reply["result"]["memory"]["spares"], 3)
-                # The fork server and three warming workers (a single spare would make two).
-                self.assertGreaterEqual(len([p for p in judge.descendants(server.proc.pid) if judge.alive(p)]), 4)
-                corpus_after_a_poisoner(self, server)
-            finally:
-                server.request(op="shutdown")
-                server.close()
+        with matvec_judge({"KAGENT_JUDGE_SPARES": "3"}) as (server, reply):
+            self.assertTrue(reply["ok"], reply)
+            self.assertFalse(reply["result"]["memory"]["lean"])
+            self.assertEqual(reply["result"]["memory"]["spares"], 3)
+            # The fork server and three warming workers (a single spare would make two).
+            self.assertGreaterEqual(len([p for p in judge.descendants(server.proc.pid) if judge.alive(p)]), 4)
+            corpus_after_a_poisoner(self, server)
 
 
 class SpareDepth(unittest.TestCase):
