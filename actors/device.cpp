@@ -174,7 +174,7 @@ evaluation device_state::run_evaluation(const evaluate& req) {
       v.hash_after_verify = true;
       auto ver = backend_->run(v);
       if (!ver.verified || should_give_up()) return to_message(ver);
-      if (auto it = timed_.find(ver.code_hash); !ver.code_hash.empty() && it != timed_.end()) {
+      if (auto it = timed_.find(ver.code_hash); ver.hashed_after_verify && it != timed_.end()) {
         // The same program was timed here before: its timing is this one's. The manager records the
         // candidate as a duplicate of it (same hash), which never becomes the best; test.py is not run
         // again either (tested_programs).

@@ -359,7 +359,10 @@ public:
       if (req.hash_after_verify && req.mode == device_mode::verify) {
         auto h = client_->request(merged(base, {{"op", "hash"}}), verify_timeout);
         note_step("hash", h, nullptr);
-        if (h.ok() && h.body["result"].contains("hash")) e.code_hash = h.body["result"]["hash"].get<std::string>();
+        if (h.ok() && h.body["result"].contains("hash")) {
+          e.code_hash = h.body["result"]["hash"].get<std::string>();
+          e.hashed_after_verify = !e.code_hash.empty();
+        }
       }
     }
     if (req.mode == device_mode::benchmark || req.mode == device_mode::initial) {

@@ -59,7 +59,7 @@ struct device_request {
   double best_ms = not_measured;
   /// verify mode: also the program hash of a verified candidate (its compiled kernels and normalised
   /// wrapper), so that a program timed before need not be timed again. Only the warm judge backend
-  /// computes it; elsewhere code_hash stays empty and the benchmark runs as always.
+  /// computes it (device_result::hashed_after_verify); `isolation: process` times every candidate.
   bool hash_after_verify = false;
   /// Told each step as it starts ("loading problem.py", "verifying", ...); may be unset.
   std::function<void(const std::string&)> on_step = nullptr;
@@ -76,6 +76,9 @@ struct device_result {
   std::string error;           ///< what failed, for the record and for the next prompt
   std::optional<failure_kind> failure_cause;  ///< why it failed; none when it did not
   std::string code_hash;
+  /// code_hash is the program hash the judge computed after this verification (hash_after_verify);
+  /// false where it is the source's sha256 (other backends, or a hash step that failed).
+  bool hashed_after_verify = false;
   double floor_ms = not_measured;   ///< bytes moved over peak bandwidth (not_measured: unknown)
   double floor_pct = not_measured;      ///< floor_ms / time_ms in % (100: at the hardware limit)
   bool user_tested = false;    ///< test.py ran and passed
