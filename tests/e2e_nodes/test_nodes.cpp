@@ -94,8 +94,18 @@ TEST(Nodes, ASearchAcrossThreeProcessesFindsTheSameBestKernelAsOne) {
                   {{"KAGENT_NODE_SECRET", secret}});
   ASSERT_EQ(many.exit_code, 0) << many.out << many.err << slurp(a.log) << slurp(b.log);
   const auto r1 = run_dirs(s.dir / "one").front(), r3 = run_dirs(s.dir / "many").front();
+  // On a failure, how every candidate of both runs ended (the CI machine's scratch is gone after it).
+  auto how_they_ended = [](const fs::path& run) {
+    std::string out;
+    for (const auto& p : programs_of(run))
+      out += p.id + " gpu" + std::to_string(p.gpu_id.value_or(-1)) + " " + p.status + " " +
+             p.failure_cause.value_or("") + " " + (p.time_ms ? std::to_string(*p.time_ms) : "-") + " " +
+             p.error.value_or("").substr(0, 160) + "\n";
+    return out;
+  };
   EXPECT_EQ(slurp(r1 / "output" / "best_kernel.py"), slurp(r3 / "output" / "best_kernel.py"))
-      << "the same replay set, the same best kernel";
+      << "the same replay set, the same best kernel\none process:\n" << how_they_ended(r1)
+      << "three processes:\n" << how_they_ended(r3);
 
   // Every device of the run took candidates, and the nodes' ones show under their names.
   std::set<int> used;
