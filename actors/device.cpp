@@ -190,6 +190,7 @@ evaluation device_state::run_evaluation(const evaluate& req) {
       }
       device_request b{req.candidate_id, req.code, device_mode::benchmark, req.work_dir};
       b.best_ms = req.best_ms;
+      if (ver.hashed_after_verify) b.known_hash = ver.code_hash;  // hashed once, not again after the timing
       auto ben = backend_->run(b);
       ben.verified = true;
       ben.wall_s += ver.wall_s;

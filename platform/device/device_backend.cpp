@@ -357,12 +357,8 @@ public:
       }
       e.verified = true;
       if (req.hash_after_verify && req.mode == device_mode::verify) {
-        auto h = client_->request(merged(base, {{"op", "hash"}}), verify_timeout);
-        note_step("hash", h, nullptr);
-        if (h.ok() && h.body["result"].contains("hash")) {
-          e.code_hash = h.body["result"]["hash"].get<std::string>();
-          e.hashed_after_verify = !e.code_hash.empty();
-        }
+        e.code_hash = program_hash(base, verify_timeout);
+        e.hashed_after_verify = !e.code_hash.empty();
       }
     }
     if (req.mode == device_mode::benchmark || req.mode == device_mode::initial) {
@@ -392,9 +388,7 @@ public:
         return finish(e, t0);
       }
       if (e.floor_ms > 0 && e.time_ms > 0) e.floor_pct = e.floor_ms / e.time_ms * 100.0;
-      auto h = client_->request(merged(base, {{"op", "hash"}}), bench_timeout);
-      note_step("hash", h, nullptr);
-      if (h.ok() && h.body["result"].contains("hash")) e.code_hash = h.body["result"]["hash"].get<std::string>();
+      e.code_hash = req.known_hash.empty() ? program_hash(base, bench_timeout) : req.known_hash;
       if (req.mode == device_mode::benchmark && wants_user_test(s_, req, e.time_ms, e.code_hash, tested_) &&
           !run_user_test(s_, env_, req.code, req.work_dir.empty() ? fs::path(s_.run_path) : fs::path(req.work_dir), e,
                          &standby_)) {
@@ -416,9 +410,7 @@ private:
       if (req.on_step) req.on_step(what);
     };
     const auto timeout = std::chrono::milliseconds(static_cast<long>(s_.benchmark_timeout_s * 1000));
-    auto h = client_->request(merged(base, {{"op", "hash"}}), timeout);
-    note_step("hash", h, nullptr);
-    if (h.ok() && h.body["result"].contains("hash")) e.code_hash = h.body["result"]["hash"].get<std::string>();
+    e.code_hash = program_hash(base, timeout);
     if (wants_user_test(s_, req, -1, "", tested_)) {
       step("running the kernel directory's test.py");
       if (!run_user_test(s_, env_, req.code, req.work_dir.empty() ? fs::path(s_.run_path) : fs::path(req.work_dir), e,
@@ -441,6 +433,13 @@ private:
     e.compile_ms = median_of(r.body["result"], "compile");
     if (e.code_hash.empty()) e.code_hash = store::sha256_hex(req.code);
     return finish(e, t0);
+  }
+  /// The judge's program hash of `base`'s code (its compiled kernels and normalised wrapper), recorded
+  /// as a "hash" step; "" when the step failed.
+  std::string program_hash(const nlohmann::json& base, std::chrono::milliseconds timeout) {
+    auto h = client_->request(merged(base, {{"op", "hash"}}), timeout);
+    note_step("hash", h, nullptr);
+    return h.ok() && h.body["result"].contains("hash") ? h.body["result"]["hash"].get<std::string>() : std::string{};
   }
   nlohmann::json benchmark_op(const nlohmann::json& base, const nlohmann::json& targets) const {
     return merged(base, {{"op", "benchmark"},

@@ -61,6 +61,8 @@ struct device_request {
   /// wrapper), so that a program timed before need not be timed again. Only the warm judge backend
   /// computes it (device_result::hashed_after_verify); `isolation: process` times every candidate.
   bool hash_after_verify = false;
+  /// benchmark mode: the program hash its verification computed already ("": hash after the timing).
+  std::string known_hash = {};
   /// Told each step as it starts ("loading problem.py", "verifying", ...); may be unset.
   std::function<void(const std::string&)> on_step = nullptr;
 };
