@@ -642,7 +642,11 @@ class Judge:
         else:
             self.lean = self.lean_sets or (need is not None and free_now < need)
         self.worker_bytes = worker
-        self.depth = spare_depth(self.lean, self.gpu, os.environ.get("KAGENT_JUDGE_SPARES"))
+        spares = os.environ.get("KAGENT_JUDGE_SPARES")
+        self.depth = spare_depth(self.lean, self.gpu, spares)
+        if spares and not spares.strip().isdigit():
+            self.notice(f"judge: KAGENT_JUDGE_SPARES={spares!r} is not a number of spares (1-8); "
+                        f"keeping the default, {self.depth}")
         self.memory = {"lean": self.lean, "spares": self.depth, "worker_bytes": worker, "free_bytes": free_now,
                        "needed_for_two": need,
                        "forced": forced in ("0", "1"), "lean_sets": self.lean_sets,

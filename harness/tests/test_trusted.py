@@ -137,6 +137,7 @@ def matvec_judge(env):
         try:
             reply = server.request(op="load_problem", problem=support.MATVEC, device="cpu", size="small",
                                    trials=3, samples=3, calibrate_repeat=8)
+            server.log_dir = tmp
             yield server, reply
         finally:
             server.request(op="shutdown")
@@ -174,6 +175,16 @@ class Spares(unittest.TestCase):
             # The fork server and three warming workers (a single spare would make two).
             self.assertGreaterEqual(len([p for p in judge.descendants(server.proc.pid) if judge.alive(p)]), 4)
             corpus_after_a_poisoner(self, server)
+
+
+class SparesSetting(unittest.TestCase):
+    def test_a_value_that_is_no_number_is_said_and_the_default_kept(self):
+        with matvec_judge({"KAGENT_JUDGE_SPARES": "many"}) as (server, reply):
+            self.assertTrue(reply["ok"], reply)
+            self.assertEqual(reply["result"]["memory"]["spares"], 1)
+            with open(os.path.join(server.log_dir, "server.log"), encoding="utf-8") as f:
+                self.assertIn("judge: KAGENT_JUDGE_SPARES='many' is not a number of spares (1-8); "
+                              "keeping the default, 1", f.read())
 
 
 class SpareDepth(unittest.TestCase):
