@@ -48,6 +48,7 @@ device_settings settings_for(const run_context& ctx, int device_id) {
   s.user_test_timeout_s = ctx.cfg.user_test_timeout_s;
   s.compile_reference = ctx.cfg.compile_reference;
   s.test_path = ctx.test_path;
+  if (!ctx.cache_root.empty()) s.reference_cache_dir = (std::filesystem::path(ctx.cache_root) / "references").string();
   s.sandbox_prefix = ctx.sandbox_prefix;
   if (auto spec = find_gpu_specs(ctx.gpu_name)) s.peak_bandwidth_gbps = spec->peak_memory_bw_gbps;
   return s;
@@ -70,6 +71,7 @@ evaluation to_message(const device_result& r) {
   e.stderr_tail = r.stderr_tail;
   e.wall_s = r.wall_s;
   e.user_test_s = r.user_test_s;
+  e.references_cached_at = r.references_cached_at;
   return e;
 }
 

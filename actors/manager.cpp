@@ -256,7 +256,8 @@ void manager_state::on_start_checks(const evaluation& e) {
                    {store::state_key::start_checked, "1"}});
   emit(event_kind::start_checked, {{"eager_ms", num_or_null(eager_)}, {"compile_ms", num_or_null(compile_)},
                                    {"user_test", e.user_test_s > 0 ? "passed" : "not run"},
-                                   {"user_test_s", e.user_test_s}, {"device_s", e.wall_s}});
+                                   {"user_test_s", e.user_test_s}, {"device_s", e.wall_s},
+                                   {"references_cached_at", e.references_cached_at}});
   if (ending_) return end_when_settled();
   pump();
 }

@@ -31,6 +31,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
 import harness_core as core  # noqa: E402
 import judge as judge_mod  # noqa: E402
+import reference_cache  # noqa: E402
 
 POISONED_EXIT = 3
 
@@ -136,6 +137,27 @@ class Server:
         self.problem_key = key
         return dict(desc, cached=False)
 
+    def cached_reference_timings(self, directory, refs, warmup, repeat):
+        """The judge's reference timings, or the ones a run before this one measured under the same key
+        (reference_cache.py), when the request names a cache directory."""
+        if directory is not None and not isinstance(directory, str):
+            raise BadRequest("'reference_cache' must be a directory path")
+        key = parts = None
+        if directory:
+            j = self.judge
+            parts = reference_cache.key_parts(j.problem.path, j.device, j.dtype, j.size, refs, warmup, repeat,
+                                              j.flush_bytes)
+            key = reference_cache.key_of(parts)
+            cached, stored_at = reference_cache.load(directory, key, refs)
+            if cached is not None:
+                return dict(cached, reference_cache={"hit": True, "stored_at": stored_at,
+                                                     "file": os.path.join(directory, key + ".json")})
+        timings = self.judge.reference_timings(refs, warmup, repeat)
+        if key is not None:
+            path = reference_cache.store(directory, key, parts, timings, refs)
+            timings["reference_cache"] = {"hit": False, "stored": path is not None}
+        return timings
+
     def op_verify(self, req):
         self.need_problem()
         source, key = self.source(req)
@@ -161,7 +183,7 @@ class Server:
             self.tails = result.pop("_tails", ("", ""))
         refs = [t for t in targets if t in ("eager", "compile")]
         if refs:
-            timings = self.judge.reference_timings(refs, warmup, repeat)
+            timings = self.cached_reference_timings(req.get("reference_cache"), refs, warmup, repeat)
             if "compile_s" in timings:
                 result.setdefault("timings", {})["compile_s"] = timings.pop("compile_s")
             result.update(timings)

@@ -114,6 +114,8 @@ struct evaluation {
   std::string stderr_tail;
   double wall_s = 0;
   double user_test_s = 0;       ///< of wall_s, the kernel directory's test.py run
+  /// start checks: eager_ms / compile_ms came from the reference cache, stored then ("" = timed now)
+  std::string references_cached_at = {};
   std::vector<artifact> artifacts;  ///< from a remote node only: what it wrote under work_dir
 };
 
@@ -472,7 +474,8 @@ typename I::result_type inspect(I& f, evaluation& x) {
   wire::opt<failure_kind> cause{x.failure_cause};
   return f(caf::meta::type_name("evaluation"), x.candidate_id, x.verified, x.benchmarked, x.time_ms,
            x.time_spread_pct, x.eager_ms, x.compile_ms, x.error, cause.has, cause.value, x.code_hash, x.floor_pct,
-           x.stdout_tail, x.stderr_tail, x.wall_s, x.user_test_s, x.artifacts, caf::meta::load_callback([&]() -> caf::error {
+           x.stdout_tail, x.stderr_tail, x.wall_s, x.user_test_s, x.references_cached_at, x.artifacts,
+           caf::meta::load_callback([&]() -> caf::error {
              cause.put();
              return caf::none;
            }));

@@ -53,7 +53,14 @@ class ServerProcess:
             self.proc.stderr.close()
 
 
-class Server(unittest.TestCase):
+def read_json(path):
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+class ServerCase(unittest.TestCase):
+    """One evaluator server per test, its log directory a temporary one."""
+
     def setUp(self):
         self.tmp = tempfile.TemporaryDirectory()
         self.server = ServerProcess(self.tmp.name)
@@ -67,6 +74,8 @@ class Server(unittest.TestCase):
         self.assertTrue(reply["ok"], reply)
         return reply
 
+
+class Server(ServerCase):
     def test_session_verify_errors_and_poisoning(self):
         s = self.server
         pong = s.request(op="ping")
@@ -141,6 +150,74 @@ class Server(unittest.TestCase):
     def test_shutdown(self):
         self.assertTrue(self.server.request(op="shutdown")["ok"])
         self.assertEqual(self.server.proc.wait(timeout=30), 0)
+
+
+class ReferenceCache(ServerCase):
+    """PyTorch eager's timing kept across runs (reference_cache.py): the second server reads what the
+    first one timed, under the same key only; what is incomplete or of another version is timed again."""
+
+    def bench_eager(self, server, cache, repeat=2):
+        return server.request(op="benchmark", targets=["eager"], warmup=1, repeat=repeat, reference_cache=cache)
+
+    def test_a_second_run_reads_the_timing_and_anything_else_times_again(self):
+        cache = os.path.join(self.tmp.name, "references")
+        self.load_matvec()
+        first = self.bench_eager(self.server, cache)
+        self.assertTrue(first["ok"], first)
+        self.assertEqual(first["result"]["reference_cache"], {"hit": False, "stored": True})
+        files = os.listdir(cache)
+        self.assertEqual(len(files), 1, files)
+        entry = read_json(os.path.join(cache, files[0]))
+        self.assertEqual(entry["key_parts"]["targets"], ["eager"])
+        self.assertEqual(entry["key_parts"]["repeat"], 2)
+
+        # Another server process (another run) with the same problem, loop and machine: read, not timed.
+        other = ServerProcess(os.path.join(self.tmp.name, "other"))
+        try:
+            self.assertTrue(other.request(op="load_problem", problem=support.MATVEC, device="cpu", size="small")["ok"])
+            again = self.bench_eager(other, cache)
+            self.assertTrue(again["ok"], again)
+            self.assertTrue(again["result"]["reference_cache"]["hit"])
+            self.assertEqual(again["result"]["reference_cache"]["stored_at"], entry["stored_at"])
+            self.assertEqual(again["result"]["eager"], first["result"]["eager"])
+            # Another loop is another key: timed, and kept beside the first.
+            longer = self.bench_eager(other, cache, repeat=3)
+            self.assertFalse(longer["result"]["reference_cache"]["hit"])
+            self.assertEqual(longer["result"]["eager"]["n"], 3)
+            self.assertEqual(len(os.listdir(cache)), 2)
+            # An entry whose timing is incomplete (or of another version) is a miss, timed and replaced.
+            path = os.path.join(cache, files[0])
+            entry["timings"]["eager"] = {"error": "planted"}
+            with open(path, "w") as f:
+                json.dump(entry, f)
+            redo = self.bench_eager(other, cache)
+            self.assertFalse(redo["result"]["reference_cache"]["hit"])
+            self.assertGreater(redo["result"]["eager"]["median_ms"], 0)
+            self.assertIn("median_ms", read_json(path)["timings"]["eager"])
+            bad = other.request(op="benchmark", targets=["eager"], warmup=1, repeat=2, reference_cache=7)
+            self.assertEqual(bad["kind"], "bad_request")
+            self.assertIn("reference_cache", bad["error"])
+        finally:
+            other.close()
+        # No cache asked: nothing said about one.
+        plain = self.server.request(op="benchmark", targets=["eager"], warmup=1, repeat=2)
+        self.assertNotIn("reference_cache", plain["result"])
+
+    def test_the_key_changes_with_the_problem_and_the_method(self):
+        import reference_cache as rc
+        base = rc.key_parts(os.path.join(support.MATVEC, "problem.py"), "cpu", "bfloat16", "small", ["eager"], 1, 2, 1)
+        other_problem = rc.key_parts(os.path.join(support.RMSNORM, "problem.py"), "cpu", "bfloat16", "small",
+                                     ["eager"], 1, 2, 1)
+        other_dtype = rc.key_parts(os.path.join(support.MATVEC, "problem.py"), "cpu", "float32", "small", ["eager"],
+                                   1, 2, 1)
+        keys = {rc.key_of(k) for k in (base, other_problem, other_dtype)}
+        self.assertEqual(len(keys), 3)
+        self.assertEqual(set(base["method"]), {"judge.py", "harness_core.py", "reference_cache.py"})
+        self.assertFalse(rc.complete({"eager": {"median_ms": 0.0}}, ["eager"]))
+        self.assertFalse(rc.complete({"eager": {"median_ms": 1.0}}, ["eager", "compile"]))
+        self.assertTrue(rc.complete({"eager": {"median_ms": 1.0}}, ["eager"]))
+        self.assertIsNone(rc.store(os.path.join(self.tmp.name, "c"), "k", base, {"eager": {"error": "x"}}, ["eager"]))
+        self.assertEqual(rc.load(os.path.join(self.tmp.name, "c"), "k", ["eager"]), (None, None))
 
 
 class RunOnce(unittest.TestCase):

@@ -420,8 +420,10 @@ private:
     nlohmann::json targets = nlohmann::json{"eager"};
     if (s_.compile_reference) targets.push_back("compile");
     step(s_.compile_reference ? "timing PyTorch eager and torch.compile" : "timing PyTorch eager");
-    auto r = client_->request(benchmark_op(base, targets), timeout);
-    note_step("references", r, nullptr);
+    auto op = benchmark_op(base, targets);
+    if (!s_.reference_cache_dir.empty()) op["reference_cache"] = s_.reference_cache_dir;
+    auto r = client_->request(op, timeout);
+    note_step("references", r, "reference_cache");
     take_output(e, r);
     if (!r.ok()) {
       e.error = "the PyTorch reference could not be timed: " + r.error();
@@ -431,6 +433,12 @@ private:
     }
     e.eager_ms = median_of(r.body["result"], "eager");
     e.compile_ms = median_of(r.body["result"], "compile");
+    if (const auto& res = r.body["result"]; res.is_object() && res.contains("reference_cache")) {
+      const auto& rc = res["reference_cache"];
+      if (rc.is_object() && rc.value("hit", false))
+        e.references_cached_at = rc.contains("stored_at") && rc["stored_at"].is_string() ? rc["stored_at"].get<std::string>()
+                                                                                          : std::string("(unknown)");
+    }
     if (e.code_hash.empty()) e.code_hash = store::sha256_hex(req.code);
     return finish(e, t0);
   }

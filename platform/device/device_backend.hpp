@@ -47,6 +47,9 @@ struct device_settings {
   double user_test_timeout_s = 300;
   bool compile_reference = true;  ///< the starting kernel's evaluation also times torch.compile
   std::string test_path;            ///< the kernel directory's test.py
+  /// Where PyTorch eager's and torch.compile's timings are kept across runs (harness/reference_cache.py;
+  /// README "Caches"); "" = time them in every run.
+  std::string reference_cache_dir;
 };
 
 struct device_request {
@@ -88,6 +91,8 @@ struct device_result {
   std::string stderr_tail;
   double wall_s = 0;
   double user_test_s = 0;      ///< of wall_s, the kernel directory's test.py run
+  /// start checks: eager_ms / compile_ms were read from the reference cache, stored then ("" = timed now)
+  std::string references_cached_at = {};
 };
 
 class device_backend {

@@ -334,9 +334,12 @@ std::optional<std::string> format_log_line(const progress_state& st, const std::
                            format_ms(positive_ms(p, "initial_ms")), format_ms(positive_ms(p, "eager_ms")),
                            format_ms(positive_ms(p, "compile_ms"))));
   if (type == "start_checked")
-    return say(fmt::format("starting kernel checked: test.py {}, PyTorch eager {}, torch.compile {}",
+    return say(fmt::format("starting kernel checked: test.py {}, PyTorch eager {}, torch.compile {}{}",
                            text_of(p, "user_test").empty() ? "n/a" : text_of(p, "user_test"),
-                           format_ms(positive_ms(p, "eager_ms")), format_ms(positive_ms(p, "compile_ms"))));
+                           format_ms(positive_ms(p, "eager_ms")), format_ms(positive_ms(p, "compile_ms")),
+                           text_of(p, "references_cached_at").empty()
+                               ? std::string{}
+                               : " (from the reference cache, timed " + text_of(p, "references_cached_at") + ")"));
   if (type == "round_start")
     return say(fmt::format("round {}{}: {} candidates", st.round, st.max_rounds > 0 ? fmt::format("/{}", st.max_rounds) : "",
                            int_or(p, "candidates", 0)));

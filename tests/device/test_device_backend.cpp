@@ -277,6 +277,57 @@ TEST(DeviceBackendStandby, TheUsersTestRunsAheadAsItWouldFresh) {
 
 INSTANTIATE_TEST_SUITE_P(Isolation, DeviceBackendCpu, ::testing::Values("warm", "process"));
 
+// The starting kernel's reference timings are kept across runs (harness/reference_cache.py): a second
+// run of the same problem on the same machine and loop reads PyTorch eager's time and says so; a run
+// with another loop times it again.
+TEST(DeviceBackendWarm, PyTorchReferenceTimingsAreKeptForTheNextRun) {
+  scratch s;
+  auto settings = cpu_settings(s, "warm");
+  settings.compile_reference = false;
+  settings.reference_cache_dir = (s.dir / "cache" / "references").string();
+  const auto good = slurp(kMatvec / "input.py");
+  auto checks = [&](const device_settings& st, const std::string& id) {
+    const auto work = s.dir / id;
+    fs::create_directories(work);
+    auto r = make_device_backend(st)->run({id, good, device_mode::start_checks, work.string()});
+    std::ifstream f(work / "device_steps.jsonl");
+    nlohmann::json refs;
+    std::string all;
+    for (std::string line; std::getline(f, line); all += line + "\n") {
+      const auto parsed = nlohmann::json::parse(line);
+      for (const auto& step : parsed["steps"])
+        if (step["op"] == "references") refs = step;
+    }
+    EXPECT_TRUE(refs.is_object()) << "no references step in device_steps.jsonl:\n" << all;
+    return std::make_pair(r, refs);
+  };
+  auto [first, first_step] = checks(settings, "run1");
+  ASSERT_FALSE(first.failure_cause) << first.error;
+  EXPECT_GT(first.eager_ms, 0);
+  EXPECT_EQ(first.references_cached_at, "");
+  EXPECT_EQ(first_step["split"]["hit"], false) << first_step.dump();
+  ASSERT_EQ(std::distance(fs::directory_iterator(settings.reference_cache_dir), fs::directory_iterator{}), 1);
+
+  auto [second, second_step] = checks(settings, "run2");  // a new backend: another run's judge
+  ASSERT_FALSE(second.failure_cause) << second.error;
+  EXPECT_EQ(second.eager_ms, first.eager_ms);
+  EXPECT_FALSE(second.references_cached_at.empty());
+  EXPECT_EQ(second_step["split"]["hit"], true) << second_step.dump();
+
+  auto longer = settings;
+  longer.benchmark_repeat = 4;
+  auto [third, third_step] = checks(longer, "run3");
+  ASSERT_FALSE(third.failure_cause) << third.error;
+  EXPECT_EQ(third.references_cached_at, "");
+  EXPECT_EQ(third_step["split"]["hit"], false) << third_step.dump();
+
+  settings.reference_cache_dir.clear();  // KAGENT_CACHE_DIR=off: timed, nothing said of a cache
+  auto [off, off_step] = checks(settings, "run4");
+  EXPECT_GT(off.eager_ms, 0);
+  EXPECT_EQ(off.references_cached_at, "");
+  EXPECT_FALSE(off_step.contains("split")) << off_step.dump();
+}
+
 // KAGENT_NOOP_DEVICE_S: a noop device holds each request that long (benchmarks of the runtime's scaling
 // with a fixed device time); the warm-up at a run's start does not wait, and neither does the unset case.
 TEST(DeviceBackendNoop, SimulatesAFixedDeviceTimePerRequest) {
