@@ -3,6 +3,8 @@
 
   before   the former warm evaluator: candidate imported, verified (1 input set) and timed inside the
            process that holds the references (harness_core.verify / benchmark, in process);
+  before_novel  the same, with each kernel new to Triton's cache (a comment added to its body), as
+           every kernel an LLM writes is; launchers stay cached (before_cold empties both caches);
   after    the trusted judge (harness/judge.py): a pre-warmed single-use worker per candidate, 3 input
            sets, sampled timed calls with changing inputs, wall-clock bound, physics floor;
   sandbox  the same judge with every worker inside bubblewrap (--bwrap PATH);
@@ -61,11 +63,35 @@ def bwrap_prefix(bwrap):
     return pre
 
 
+def salted(code, tag):
+    """The candidate with a comment line added to the body of each @triton.jit function: Triton's
+    cache key hashes the function's source, so the kernel compiles again from nothing (as a kernel the
+    LLM just wrote does), while its launcher, keyed by the signature's C source, stays cached."""
+    lines = code.split("\n")
+    out, i, armed = [], 0, False
+    while i < len(lines):
+        line = lines[i]
+        out.append(line)
+        if re.match(r"\s*@triton\.jit", line):
+            armed = True
+        elif armed and re.match(r"\s*def\s", line):
+            # the signature may span lines: the body starts after the line that ends with ":"
+            while not lines[i].rstrip().endswith(":") and i + 1 < len(lines):
+                i += 1
+                out.append(lines[i])
+            body = next((ln for ln in lines[i + 1:] if ln.strip()), "    pass")
+            indent = body[:len(body) - len(body.lstrip())]
+            out.append(f"{indent}# novel kernel {tag}")
+            armed = False
+        i += 1
+    return "\n".join(out)
+
+
 def med(xs):
     return statistics.median(xs) if xs else float("nan")
 
 
-def run_before(core, problem_path, device, size, cands, warmup, repeat, tmp, cold=False):
+def run_before(core, problem_path, device, size, cands, warmup, repeat, tmp, cold=False, novel=False):
     problem = core.Problem(problem_path, device, "bfloat16", size, 0)
     rows = {}
     for name, code in cands:
@@ -76,7 +102,9 @@ def run_before(core, problem_path, device, size, cands, warmup, repeat, tmp, col
         if cold:
             # A kernel the LLM just wrote is new to Triton's cache: compile it from nothing, as a real run does.
             os.environ["TRITON_CACHE_DIR"] = tempfile.mkdtemp(prefix="cold-cache-", dir=tmp)
-        path = os.path.join(tmp, f"before_{'cold_' if cold else ''}{name}.py")
+        if novel:
+            code = salted(code, f"{os.getpid()}-{time.time_ns()}")
+        path = os.path.join(tmp, f"before_{'cold_' if cold else 'novel_' if novel else ''}{name}.py")
         with open(path, "w") as f:
             f.write(code)
         t0 = time.perf_counter()
@@ -89,7 +117,7 @@ def run_before(core, problem_path, device, size, cands, warmup, repeat, tmp, col
                 ms = b["candidate"]["median_ms"]
             wall = time.perf_counter() - t0
             db = None
-            if v["passed"] and device.startswith("cuda") and not cold:
+            if v["passed"] and device.startswith("cuda") and not cold and not novel:
                 import triton.testing
                 inputs = problem.fresh_inputs()
                 args, kwargs = core.bind_arguments(cand.fn, inputs, problem.named)
@@ -155,13 +183,14 @@ def run_judge(judge_mod, core, problem_path, device, size, cands, warmup, repeat
     return load_s, rows
 
 
-PASSES = ("before", "before_cold", "after_steady", "after_back_to_back", "sandbox_steady", "cheats")
+PASSES = ("before", "before_cold", "before_novel", "after_steady", "after_back_to_back", "sandbox_steady", "cheats")
 
 
 def one_pass(name, a, core, judge_mod, problem, cands, tmp):
     """The rows of one pass (a judge pass adds its problem load time as "_load_s")."""
-    if name in ("before", "before_cold"):
-        return run_before(core, problem, a.device, a.size, cands, a.warmup, a.repeat, tmp, cold=name == "before_cold")
+    if name in ("before", "before_cold", "before_novel"):
+        return run_before(core, problem, a.device, a.size, cands, a.warmup, a.repeat, tmp, cold=name == "before_cold",
+                          novel=name == "before_novel")
     prefix = bwrap_prefix(a.bwrap) if a.bwrap and name in ("sandbox_steady", "cheats") else []
     if name == "cheats":
         cands = [(p.name, p.read_text()) for p in sorted(pathlib.Path(a.cheats).glob("*.py"))]
@@ -213,7 +242,8 @@ def main():
         with open(a.json, "w") as f:
             json.dump(rows, f, default=str)
         return
-    wanted = ([] if a.skip_before else ["before"] + (["before_cold"] if a.device.startswith("cuda") else [])) + \
+    gpu_before = ["before_cold", "before_novel"] if a.device.startswith("cuda") else []
+    wanted = ([] if a.skip_before else ["before"] + gpu_before) + \
         ["after_steady"] + ([] if a.no_back_to_back else ["after_back_to_back"]) + \
         (["sandbox_steady"] if a.bwrap else []) + (["cheats"] if a.cheats else [])
     own_args = list(sys.argv[1:])
@@ -228,6 +258,8 @@ def main():
         rows = json.load(open(out)) if rc == 0 and os.path.exists(out) else {}
         if rc != 0:
             print(f"   pass {name} failed (exit {rc}); its rows are left out", flush=True)
+        if name in ("after_steady", "sandbox_steady") and rows:
+            report[name.replace("steady", "load_s")] = rows.get("_load_s")
         if name == "after_steady" and rows:
             report["after_load_s"] = rows.pop("_load_s", None)
         rows.pop("_load_s", None)
@@ -244,7 +276,7 @@ def main():
         write_report(a.json, report)
         return
     print(f"== {a.kernel_dir} on {a.device} (warmup {a.warmup}, repeat {a.repeat}) ==")
-    keys = ["before"] + (["before_cold"] if a.device.startswith("cuda") else []) + ["after_steady"] + ([] if a.no_back_to_back else ["after_back_to_back"]) + \
+    keys = ["before"] + gpu_before + ["after_steady"] + ([] if a.no_back_to_back else ["after_back_to_back"]) + \
         (["sandbox_steady"] if a.bwrap else [])
     print(f"{'candidate':16} " + " ".join(f"{k:>20}" for k in keys) + f" {'before ms':>10} {'after ms':>10} "
           f"{'do_bench':>10} {'floor %':>8}")
@@ -261,17 +293,19 @@ def main():
     for k in keys:
         walls = [r["wall_s"] for r in report[k].values() if r.get("passed")]
         print(f"median per verified candidate, {k}: {med(walls):.3f} s")
-    # Where a judged candidate's time goes (medians over the verified candidates).
-    steady = [r for r in report["after_steady"].values() if r.get("passed") and r.get("phases_s")]
-    if steady:
+    # Where a judged candidate's time goes (medians over the verified candidates), per judge pass.
+    for k in ("after_steady", "sandbox_steady"):
+        steady = [r for r in report[k].values() if r.get("passed") and r.get("phases_s")]
+        if not steady:
+            continue
         parts = {"verify": [r["verify_s"] for r in steady],
                  "verify_first_call": [r["verify_timings"]["first_call_s"] for r in steady
                                        if (r.get("verify_timings") or {}).get("first_call_s") is not None]}
-        for k in ("take_and_load_s", "compare_s"):
-            parts["verify_" + k] = [r["verify_timings"][k] for r in steady if k in (r.get("verify_timings") or {})]
-        for k in steady[0]["phases_s"]:
-            parts[k] = [r["phases_s"][k] for r in steady if k in r["phases_s"]]
-        print("judge phases (median s): " + ", ".join(f"{k} {med(v):.3f}" for k, v in parts.items() if v))
+        for t in ("take_and_load_s", "compare_s"):
+            parts["verify_" + t] = [r["verify_timings"][t] for r in steady if t in (r.get("verify_timings") or {})]
+        for t in steady[0]["phases_s"]:
+            parts[t] = [r["phases_s"][t] for r in steady if t in r["phases_s"]]
+        print(f"judge phases, {k} (median s): " + ", ".join(f"{t} {med(v):.3f}" for t, v in parts.items() if v))
     agree = [abs(report["after_steady"][n]["median_ms"] / report["before"][n]["do_bench_ms"] - 1) * 100
              for n, _ in cands if report["after_steady"].get(n, {}).get("median_ms")
              and report["before"].get(n, {}).get("do_bench_ms")]
