@@ -111,6 +111,7 @@ def run_before(core, problem_path, device, size, cands, warmup, repeat, tmp, col
         try:
             cand = core.load_candidate(path, code)
             v = core.verify(problem, cand, trials=1)
+            verify_s = time.perf_counter() - t0
             ms = None
             if v["passed"]:
                 b = core.benchmark(problem, cand, warmup=warmup, repeat=repeat, targets=["candidate"])
@@ -124,7 +125,7 @@ def run_before(core, problem_path, device, size, cands, warmup, repeat, tmp, col
                 db = float(triton.testing.do_bench(lambda: cand.fn(*args, **kwargs), warmup=25, rep=100,
                                                    return_mode="median"))
             rows[name] = {"wall_s": wall if v["passed"] else time.perf_counter() - t0, "passed": v["passed"],
-                          "median_ms": ms, "do_bench_ms": db}
+                          "median_ms": ms, "do_bench_ms": db, "load_and_verify_s": verify_s}
             print("  before", name, rows[name], flush=True)
         except Exception as exc:  # noqa: BLE001
             rows[name] = {"wall_s": time.perf_counter() - t0, "passed": False, "error": repr(exc)[:200]}

@@ -439,5 +439,39 @@ class WallBound(unittest.TestCase):
         self.assertLessEqual(judge.pad_credit_ms(5000.0, [100.0] * 10), judge.MAX_PAD_US / 1e3)
 
 
+class Stamp(unittest.TestCase):
+    """The worker's stamp is the judge's roll, bit for bit (the judge computes the sampled calls'
+    references from its own rolled copy), and its undo gives back the exact inputs."""
+
+    def test_the_worker_stamp_is_the_judges_roll_and_undoes_exactly(self):
+        import random
+        import torch
+        import worker
+        rng = random.Random(7)
+        for dtype in (torch.bfloat16, torch.float32, torch.int64):
+            a = (torch.randn(37, 53) * 100).to(dtype)
+            b = (torch.randn(1000) * 100).to(dtype)
+            pristine = [a.clone(), b.clone()]
+            stamps = [[[0, 0, a.numel(), 1], [1, 10, 990, 989]]]
+            for _ in range(20):
+                st = []
+                for k, t in enumerate((a, b)):
+                    length = rng.randrange(2, t.numel() + 1)
+                    st.append([k, rng.randrange(0, t.numel() - length + 1), length, rng.randrange(1, length)])
+                stamps.append(st)
+            for st in stamps:
+                expected = [t.clone() for t in pristine]
+                for k, start, length, shift in st:
+                    view = expected[k].view(-1)[start:start + length]
+                    view.copy_(view.roll(shift))
+                inputs = [a, b]
+                saved = worker.Worker.stamp(inputs, st)
+                for got, want in zip(inputs, expected):
+                    self.assertTrue(torch.equal(got, want), (dtype, st))
+                worker.Worker.unstamp(saved)
+                for got, want in zip(inputs, pristine):
+                    self.assertTrue(torch.equal(got, want), (dtype, st))
+
+
 if __name__ == "__main__":
     unittest.main()
