@@ -108,6 +108,13 @@ TEST(ProgressLine, TheStartingKernelsLaterChecksCountAsGpuBusyAndNameTheReferenc
   auto line = format_log_line(st, "start_checked", checked, 10);
   ASSERT_TRUE(line);
   EXPECT_THAT(*line, HasSubstr("test.py passed, PyTorch eager 3.000 ms, torch.compile 1.500 ms"));
+  EXPECT_THAT(*line, Not(HasSubstr("cache")));
+  // Read from the reference cache (a run before this one timed them): the line says so, and when.
+  nlohmann::json cached = checked;
+  cached["references_cached_at"] = "2026-12-06T10:11:54Z";
+  auto from_cache = format_log_line(st, "start_checked", cached, 10);
+  ASSERT_TRUE(from_cache);
+  EXPECT_THAT(*from_cache, HasSubstr("torch.compile 1.500 ms (from the reference cache, timed 2026-12-06T10:11:54Z)"));
 }
 
 TEST(ProgressLine, TheInitialPhaseShowsItsCurrentStep) {
