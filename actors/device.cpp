@@ -48,7 +48,12 @@ device_settings settings_for(const run_context& ctx, int device_id) {
   s.user_test_timeout_s = ctx.cfg.user_test_timeout_s;
   s.compile_reference = ctx.cfg.compile_reference;
   s.test_path = ctx.test_path;
-  if (!ctx.cache_root.empty()) s.reference_cache_dir = (std::filesystem::path(ctx.cache_root) / "references").string();
+  // Absolute: the judge runs in another working directory than ours.
+  if (!ctx.cache_root.empty()) {
+    std::error_code ec;
+    const auto root = std::filesystem::absolute(ctx.cache_root, ec);
+    s.reference_cache_dir = ((ec ? std::filesystem::path(ctx.cache_root) : root) / "references").string();
+  }
   s.sandbox_prefix = ctx.sandbox_prefix;
   if (auto spec = find_gpu_specs(ctx.gpu_name)) s.peak_bandwidth_gbps = spec->peak_memory_bw_gbps;
   return s;

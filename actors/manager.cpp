@@ -249,10 +249,12 @@ void manager_state::on_start_checks(const evaluation& e) {
   } else {
     eager_ = e.eager_ms;
     compile_ = e.compile_ms;
+    references_cached_at_ = e.references_cached_at;
   }
   checks_ = start_checks::done;
   db_->set_states({{store::state_key::eager_ms, num_or_null(eager_).dump()},
                    {store::state_key::compile_ms, num_or_null(compile_).dump()},
+                   {store::state_key::references_cached_at, references_cached_at_},
                    {store::state_key::start_checked, "1"}});
   emit(event_kind::start_checked, {{"eager_ms", num_or_null(eager_)}, {"compile_ms", num_or_null(compile_)},
                                    {"user_test", e.user_test_s > 0 ? "passed" : "not run"},
@@ -276,6 +278,7 @@ void manager_state::resume() {
   auto stored = search::load_stored_run(*db_);
   eager_ = stored.eager_ms;
   compile_ = stored.compile_ms;
+  references_cached_at_ = stored.references_cached_at;
   prior_sessions_ = stored.sessions;
   initial_ = measured_or_not(init->time_ms);
   // A run that was stopped before the starting kernel's checks ended runs them again (runs of
@@ -1041,6 +1044,7 @@ search::summary_facts manager_state::facts(bool success, const std::string& erro
   f.initial_ms = initial_;
   f.eager_ms = eager_;
   f.compile_ms = compile_;
+  f.references_cached_at = references_cached_at_;
   return f;
 }
 

@@ -161,6 +161,7 @@ private:
   std::string default_model_;
   int slots_ = 1;
   double eager_ = not_measured, compile_ = not_measured, initial_ = not_measured;
+  std::string references_cached_at_;  ///< eager_ / compile_ came from the reference cache, timed then
   double initial_device_s_ = 0;  ///< the starting kernel's evaluation on the device (auto's first estimate)
   bool finished_ = false;
   int interrupted_by_ = 0;  ///< the signal that interrupted the run (0: none)

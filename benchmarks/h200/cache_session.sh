@@ -3,7 +3,8 @@
 # replies, real ncu, sandboxed) twice with one fresh KAGENT_CACHE_DIR, so the second run reads what the
 # first stored (PyTorch reference timings, profiles); then busy_wide (20 s replies) with the cache off,
 # the committed spare rule's run. One file comes back: $OUT/cs.tgz. From the repository root with
-# .device/ packed (pack_device.sh), carry [".device"]. BUSY=0 leaves busy_wide out.
+# .device/ packed (pack_device.sh), carry [".device"]. BUSY=0 leaves busy_wide out; RUN=run_rmsnorm runs
+# the RMSNorm run twice instead.
 set -u
 root=$(pwd); final=${OUT:?}; out=/tmp/cs; rm -rf $out /tmp/cs_cache; mkdir -p $out
 pack() {
@@ -15,7 +16,7 @@ trap pack EXIT
 T0=$(date +%s)
 export KAGENT_NCU_STANDBY=1
 for n in 1 2; do
-  KAGENT_CACHE_DIR=/tmp/cs_cache RUN_LIMIT_S=${RUN_S:-170} bash benchmarks/h200/run_trusted.sh $out/run$n run > $out/run$n.sh.txt 2>&1
+  KAGENT_CACHE_DIR=/tmp/cs_cache RUN_LIMIT_S=${RUN_S:-170} bash benchmarks/h200/run_trusted.sh $out/run$n ${RUN:-run} > $out/run$n.sh.txt 2>&1
   echo "run$n done at $(( $(date +%s)-T0 ))" >> $out/times.txt
   pack
 done

@@ -49,6 +49,7 @@ stored_run load_stored_run(store::program_db& db) {
   };
   out.eager_ms = number(store::state_key::eager_ms);
   out.compile_ms = number(store::state_key::compile_ms);
+  out.references_cached_at = db.get_state(store::state_key::references_cached_at).value_or("");
   if (auto rd = db.get_state(store::state_key::round_done)) {
     // Never guessed: a wrong round would repeat or skip a round of the search.
     auto v = integer(*rd);

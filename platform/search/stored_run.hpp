@@ -20,6 +20,7 @@ namespace kagent::search {
 struct stored_run {
   double eager_ms = not_measured;
   double compile_ms = not_measured;
+  std::string references_cached_at;  ///< "" when the run timed its references itself
   int round_done = 0;      ///< the last round folded into the strategy
   nlohmann::json sessions = nlohmann::json::array();     ///< one object per earlier session
   std::map<std::string, nlohmann::json> plans;           ///< candidate id -> its plan (ledger::resume)

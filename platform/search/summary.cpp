@@ -46,6 +46,7 @@ run_summary summarize(const run_identity& id, const summary_facts& f) {
   s.initial_ms = f.initial_ms;
   s.eager_ms = f.eager_ms;
   s.compile_ms = f.compile_ms;
+  s.references_cached_at = f.references_cached_at;
   s.session_wall_s = f.session_wall_s;
   s.interrupted_by = f.interrupted_by;
   const bool interrupted = !f.interrupted_by.empty();
@@ -160,6 +161,7 @@ nlohmann::json run_summary::to_json() const {
   j["eager_ms"] = num_or_null(eager_ms);
   j["compile_ms"] = num_or_null(compile_ms);
   j["initial_ms"] = num_or_null(initial_ms);
+  j["references_cached_at"] = references_cached_at.empty() ? nlohmann::json(nullptr) : nlohmann::json(references_cached_at);
   if (best) {
     j["best_ms"] = best->time_ms;
     j["best_program_id"] = best->id;

@@ -49,6 +49,7 @@ struct summary_facts {
   std::map<std::string, double> spreads;        ///< program -> IQR of its timed calls over the median, %
   std::optional<program_entry> strategy_best;   ///< used only when program.db has no measured kernel
   double initial_ms = not_measured, eager_ms = not_measured, compile_ms = not_measured;
+  std::string references_cached_at;  ///< eager / compile came from the reference cache, timed then ("": this run)
 };
 
 struct top_kernel {
@@ -75,6 +76,7 @@ struct run_summary {
   std::optional<double> best_floor_pct;
   std::string best_kernel_path;  ///< where the manager wrote the best kernel
   double initial_ms = not_measured, eager_ms = not_measured, compile_ms = not_measured;
+  std::string references_cached_at;  ///< when a run before this one timed eager_ms / compile_ms ("": this run)
   std::int64_t candidates = 0, verified = 0, duplicates = 0, failed = 0, pending = 0;
   std::map<std::string, std::int64_t> failures_by_cause;
   std::size_t diverged = 0;

@@ -44,6 +44,9 @@ inline constexpr const char* strategy_state = "strategy_state";  ///< the strate
 inline constexpr const char* eager_ms = "eager_ms";          ///< JSON number or null (not measured)
 inline constexpr const char* compile_ms = "compile_ms";      ///< JSON number or null
 inline constexpr const char* initial_ms = "initial_ms";      ///< JSON number or null
+/// When a run before this one timed eager_ms / compile_ms (they came from the reference cache,
+/// harness/reference_cache.py); absent or "" when this run timed them.
+inline constexpr const char* references_cached_at = "references_cached_at";
 /// "1" once the starting kernel's test.py passed and its references were timed (device_mode::
 /// start_checks); until then no candidate goes to a device, and a resumed run runs them again.
 inline constexpr const char* start_checked = "start_checked";

@@ -88,6 +88,15 @@ TEST(SummaryTable, SpeedupsFallBackToTheGivenRatiosWhenATimeIsMissing) {
   EXPECT_THAT(format_summary_table(s), testing::ContainsRegex("PyTorch eager +n/a +5.50x"));
 }
 
+TEST(SummaryTable, ReferencesFromTheCacheSaySo) {
+  json s = full_summary();
+  EXPECT_THAT(format_summary_table(s), testing::Not(testing::HasSubstr("(cached)")));
+  s["references_cached_at"] = "2026-12-06T10:11:54Z";
+  const auto t = format_summary_table(s);
+  EXPECT_THAT(t, testing::HasSubstr("PyTorch eager (cached)"));
+  EXPECT_THAT(t, testing::HasSubstr("torch.compile (cached)"));
+}
+
 TEST(SummaryTable, SyntheticDevicesFromEveryKnownShape) {
   EXPECT_EQ(synthetic_devices_of({{"synthetic_devices", {1, 3}}}), (std::vector<std::string>{"gpu1", "gpu3"}));
   EXPECT_EQ(synthetic_devices_of({{"analysis_modes", {{"2", "synthetic"}, {"3", "profiled"}}}}),

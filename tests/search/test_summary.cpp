@@ -71,6 +71,10 @@ TEST(Summary, TheAnswerIsTheFastestVerifiedKernelOfTheWholeRunAndTheEarlierOfATi
   EXPECT_FALSE(j.contains("speedup_vs_compile")) << "no torch.compile time, no ratio";
   EXPECT_TRUE(j["compile_ms"].is_null());
   EXPECT_FALSE(j.contains("error"));
+  EXPECT_TRUE(j["references_cached_at"].is_null()) << "timed in the run: nothing from the cache";
+  auto facts = a_run();
+  facts.references_cached_at = "2026-12-06T10:11:54Z";
+  EXPECT_EQ(summarize({}, facts).to_json()["references_cached_at"], "2026-12-06T10:11:54Z");
 }
 
 TEST(Summary, CountsLeaveOutTheStartingKernelAndADuplicateIsNoFailure) {
