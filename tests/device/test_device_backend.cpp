@@ -278,8 +278,7 @@ TEST(DeviceBackendStandby, TheUsersTestRunsAheadAsItWouldFresh) {
 INSTANTIATE_TEST_SUITE_P(Isolation, DeviceBackendCpu, ::testing::Values("warm", "process"));
 
 // The starting kernel's reference timings are kept across runs (harness/reference_cache.py): a second
-// run of the same problem on the same machine and loop reads PyTorch eager's time and says so; a run
-// with another loop times it again.
+// run of the same problem on the same machine and loop reads PyTorch eager's time and says so.
 TEST(DeviceBackendWarm, PyTorchReferenceTimingsAreKeptForTheNextRun) {
   scratch s;
   auto settings = cpu_settings(s, "warm");
@@ -314,18 +313,7 @@ TEST(DeviceBackendWarm, PyTorchReferenceTimingsAreKeptForTheNextRun) {
   EXPECT_FALSE(second.references_cached_at.empty());
   EXPECT_EQ(second_step["split"]["hit"], true) << second_step.dump();
 
-  auto longer = settings;
-  longer.benchmark_repeat = 4;
-  auto [third, third_step] = checks(longer, "run3");
-  ASSERT_FALSE(third.failure_cause) << third.error;
-  EXPECT_EQ(third.references_cached_at, "");
-  EXPECT_EQ(third_step["split"]["hit"], false) << third_step.dump();
-
-  settings.reference_cache_dir.clear();  // KAGENT_CACHE_DIR=off: timed, nothing said of a cache
-  auto [off, off_step] = checks(settings, "run4");
-  EXPECT_GT(off.eager_ms, 0);
-  EXPECT_EQ(off.references_cached_at, "");
-  EXPECT_FALSE(off_step.contains("split")) << off_step.dump();
+  // Another loop (another key) and no cache at all: test_server.ReferenceCache, in one server.
 }
 
 // KAGENT_NOOP_DEVICE_S: a noop device holds each request that long (benchmarks of the runtime's scaling
