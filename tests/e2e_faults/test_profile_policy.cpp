@@ -37,7 +37,9 @@ policy_run run_with(const scratch& s, const std::string& policy, const std::stri
                   "strategy_config:\n  num_top_kernels: 2\n  num_bottlenecks: 2\n"
                   "platform:\n  default: cpu\n  profiler: rocm\n  roofline_analyzer: rocm\n"
                   "gpu_name: AMD Instinct MI300X\ntarget_platform: rocm\n"
-                  "benchmark_warmup: 2\nbenchmark_repeat: 5\nprofile_budget_s: 30\n" +
+                  "benchmark_warmup: 2\nbenchmark_repeat: 5\nprofile_budget_s: 30\n"
+                  // Not what these runs are about: no inductor compile of the reference, no test.py.
+                  "compile_reference: false\nuser_test: never\n" +
                   (policy.empty() ? std::string{} : "profile: " + policy + "\n") +
                   "platform_kwargs:\n  rocprof_bin_path: " + kFakes + "/rocprofv3\n"
                   "llm:\n  provider: replay\n  replay_dir: " + kMatvec + "/replay\n"

@@ -123,7 +123,9 @@ TEST(Cheats, NoCheatIsVerifiedAndTheHonestKernelsWinInTheirTrueOrder) {
                     "\n_timed_again_after_the_cheats = True\n");
   ASSERT_GE(kernels.size(), 12u);
   const auto kdir = kernel_dir_with(s, kernels);
-  auto o = run_search(s, kdir, config(static_cast<int>(kernels.size())));
+  // Without test.py: the judge alone must reject every cheat (a cheat that only test.py caught would
+  // fail as user_test here, not as integrity or verification).
+  auto o = run_search(s, kdir, config(static_cast<int>(kernels.size()), "user_test: never\n"));
   ASSERT_EQ(o.proc.exit_code, 0) << o.proc.err << o.proc.out;
   ASSERT_EQ(o.by_name.size(), kernels.size() + 1) << o.proc.out;
   for (const auto& k : kernels) {
@@ -174,7 +176,7 @@ TEST(Cheats, TheLeanJudgeOfSmallCardsRejectsTheCachesAndZerosToo) {
   const auto kdir = kernel_dir_with(s, kernels);
   auto env = kEnv;
   env["KAGENT_JUDGE_LEAN"] = "1";
-  auto o = run_search(s, kdir, config(static_cast<int>(kernels.size())), env);
+  auto o = run_search(s, kdir, config(static_cast<int>(kernels.size()), "user_test: never\n"), env);
   ASSERT_EQ(o.proc.exit_code, 0) << o.proc.err << o.proc.out;
   ASSERT_EQ(o.by_name.size(), kernels.size() + 1) << o.proc.out;
   for (const char* cheat : {"cache_by_address.py", "cache_by_content.py", "zeros.py"}) {
@@ -346,6 +348,7 @@ benchmark_repeat: 8
 max_refine_attempts: 0
 candidate_timeout_s: 20
 test_timeout_s: 600
+user_test: never
 llm:
   provider: replay
 )";
@@ -385,7 +388,7 @@ llm:
 TEST(Devices, EveryDeviceLoadsTheProblemWhenTheRunStartsNotAtItsFirstCandidate) {
   scratch s;
   const auto kdir = kernel_dir_with(s, {"# corpus: honest_control.py\n" + slurp(fs::path(kCheats) / "honest_control.py")});
-  auto o = run_search(s, kdir, config(1, "gpu_ids: [0, 1]\n"));
+  auto o = run_search(s, kdir, config(1, "gpu_ids: [0, 1]\nuser_test: never\n"));
   ASSERT_EQ(o.proc.exit_code, 0) << o.proc.err << o.proc.out;
   std::set<int> used;
   for (const auto& e : events(o.run_dir))

@@ -286,6 +286,7 @@ TEST(Search, GreedyStopsAfterMaxNoImprovement) {
   cfg.replace(cfg.find("strategy: beam_search"), 21, "strategy: greedy");
   cfg.replace(cfg.find("max_rounds: 3"), 13, "max_rounds: 8");
   cfg.replace(cfg.find("  num_top_kernels: 2\n  num_bottlenecks: 2\n"), 42, "  max_no_improvement: 2\n");
+  cfg += "user_test: never\n";  // what ends the run is the search's rule, not test.py (UserTest covers it)
   const auto path = s.write("cfg/greedy_cpu.yaml", cfg);
   auto o = run_to_end(s, {"--strategy", path, "--kernel-dir", kMatvec});
   ASSERT_TRUE(o.summary["success"].get<bool>()) << o.summary.dump(2);
@@ -301,6 +302,7 @@ TEST(Search, AsyncScheduleReachesTheSameBestAsRounds) {
   scratch s;
   auto cfg = slurp(source("configs/cpu.yaml"));
   cfg.replace(cfg.find("  num_bottlenecks: 2\n"), 20, "  num_bottlenecks: 2\n  schedule: async\n");
+  cfg += "user_test: never\n";  // the schedule is what this run is about
   const auto path = s.write("cfg/cpu_async.yaml", cfg);
   auto async = run_to_end(s, {"--strategy", path, "--kernel-dir", kMatvec}, "runs_async");
   ASSERT_TRUE(async.summary["success"].get<bool>()) << async.summary.dump(2);
