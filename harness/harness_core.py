@@ -515,11 +515,13 @@ class Problem:
         torch.manual_seed(seed)
         return [self._prepare(t) for t in self.module.get_inputs(**self._input_kw)]
 
-    def reference(self, inputs):
-        """The Model's output on copies of `inputs` (an in-place reference must not touch them)."""
+    def reference(self, inputs, copy=True):
+        """The Model's output on copies of `inputs` (an in-place reference must not touch them);
+        `copy=False` where the caller's inputs are a private copy already (a sampled call's stamped
+        inputs: one clone less of every input, 2.6 ms for matvec's 4 GiB on an H100)."""
         torch = torch_module()
         with torch.no_grad():
-            return self.model(*[t.clone() if torch.is_tensor(t) else t for t in inputs])
+            return self.model(*([t.clone() if torch.is_tensor(t) else t for t in inputs] if copy else inputs))
 
     def _prepare(self, t):
         torch = torch_module()

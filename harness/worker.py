@@ -438,8 +438,8 @@ class Worker:
         for view, old in saved:
             view.copy_(old)
 
-    def loop(self, fn, n, stamps, keep, set_of=None, pad_us=0.0, issue=None):
-        """n calls of fn; before each, its stamp and an L2 flush; after each, the device is
+    def loop(self, fn, n, stamps, keep, set_of=None, pad_us=0.0, issue=None, flush=True):
+        """n calls of fn; before each, its stamp and (with `flush`) an L2 flush; after each, the device is
         synchronised (work on another stream counts) and the judge says whether to keep the output.
         Returns the per-call times in ms, read with the timers bound at start-up.
 
@@ -454,7 +454,8 @@ class Worker:
             j = set_of(i) if set_of else i % nsets
             inputs = self.restore(j) if self.pristine is not None else self.sets[j]
             saved = self.stamp(inputs, stamps[i]) if stamps else None
-            self.flush_buf.zero_()
+            if flush:
+                self.flush_buf.zero_()
             if self.gpu:
                 start, end = self._event(enable_timing=True), self._event(enable_timing=True)
                 if cycles > 0:
@@ -526,7 +527,9 @@ class Worker:
         with core.working_directory(where), torch.no_grad():
             try:
                 issue = []
-                self.loop(counted, warmup, stamps[:warmup], keep=None, issue=issue)
+                # Warm-up calls are neither checked nor timed: no stamp (the judge sends none) and no
+                # flush, as do_bench warms up.
+                self.loop(counted, warmup, stamps[:warmup], keep=None, issue=issue, flush=False)
                 pad_us = 0.0
                 if self.gpu and not calibrate:
                     # The warm-up calls' issue times (the first one compiles, so it is left out),

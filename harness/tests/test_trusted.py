@@ -473,5 +473,67 @@ class Stamp(unittest.TestCase):
                     self.assertTrue(torch.equal(got, want), (dtype, st))
 
 
+
+class WarmUp(unittest.TestCase):
+    """Warm-up calls are neither stamped nor preceded by a flush (nothing checks or times them);
+    every timed call is both."""
+
+    def test_the_judge_stamps_only_the_timed_calls(self):
+        import random
+        import torch
+        jd = judge.Judge.__new__(judge.Judge)
+        jd.sets = [[torch.zeros(64, 32), torch.zeros(32, 1), 3]]
+        jd.seeds = [0, 1, 2]
+        stamps = jd.loop_stamps(4, 6, random.Random(1))
+        self.assertEqual(len(stamps), 10)
+        self.assertEqual(stamps[:4], [[]] * 4)
+        for st in stamps[4:]:
+            self.assertEqual([k for k, *_ in st], [0, 1], "one stamp per input tensor, none for the int")
+
+    def test_the_worker_flushes_and_stamps_only_where_told(self):
+        import torch
+        import worker
+        w = worker.Worker(tempfile.mkdtemp())
+        a = torch.arange(16.0)
+        w.sets = [[a]]
+        w.flush_buf = torch.ones(8, dtype=torch.int32)
+        seen = []
+
+        def fn(x):
+            seen.append(x.clone())
+            return x
+
+        w.loop(fn, 3, [[]] * 3, keep=None, flush=False)
+        self.assertTrue(all(torch.equal(x, torch.arange(16.0)) for x in seen), "warm-up calls see their inputs as they are")
+        self.assertEqual(int(w.flush_buf.sum()), 8, "no flush in the warm-up")
+        seen.clear()
+        w.loop(fn, 2, [[[0, 0, 16, 5]], [[0, 4, 8, 3]]], keep=None)
+        self.assertTrue(torch.equal(seen[0], torch.arange(16.0).roll(5)))
+        self.assertFalse(torch.equal(seen[1], torch.arange(16.0)))
+        self.assertEqual(int(w.flush_buf.sum()), 0, "a flush before each timed call")
+        self.assertTrue(torch.equal(a, torch.arange(16.0)), "every stamp undone")
+
+
+class Census(unittest.TestCase):
+    def test_descendants_are_the_whole_tree_below_a_process(self):
+        import subprocess
+        import time
+        p = subprocess.Popen(["sh", "-c", "sleep 30 & sleep 30 & sh -c 'sleep 30 & wait' & wait"])
+        try:
+            deadline = time.monotonic() + 10
+            while len(judge.descendants(p.pid)) < 4 and time.monotonic() < deadline:
+                time.sleep(0.05)
+            below = judge.descendants(p.pid)
+            self.assertEqual(len(below), 4, below)  # two sleeps, the inner sh and its sleep
+            self.assertNotIn(p.pid, below)
+            self.assertTrue(set(below) <= set(judge.descendants(os.getpid())))
+            self.assertEqual(sorted(judge.children_of(os.getpid())).count(p.pid), 1)
+        finally:
+            for q in [p.pid] + judge.descendants(p.pid):
+                with contextlib.suppress(OSError):
+                    os.kill(q, 9)
+            p.wait()
+
+
 if __name__ == "__main__":
     unittest.main()
