@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <chrono>
+#include <deque>
 #include <filesystem>
 #include <fstream>
 #include <cstdlib>
@@ -53,46 +54,51 @@ std::vector<std::string> with_scratch(const std::vector<std::string>& prefix, co
 // A test.py process started before its kernel exists (harness/test_standby.py): a fresh interpreter
 // that has imported torch and Triton and waits for DIR/go. The H100 runs of 2026-12-05 spent 8-9 s of
 // device time on each test.py, most of it before the test's first line. One standby runs one test and
-// exits; the next is started when one is used. It launches nothing on the device while it waits.
-// KAGENT_TEST_STANDBY in the child environment turns it off or on (enabled()); two that end before their test (a
-// broken interpreter) turn it off for the run, and every test.py runs fresh, reporting what is wrong.
+// exits; on a GPU platform two wait at a time (depth()), and a used one is replaced at once: with
+// one, a test that came right after another (a new best just after the starting kernel's test, with
+// the references taken from the cache) waited for its replacement to import torch (4.7 s against
+// 2.1 s on an H100, 2026-12-06). A waiting standby launches nothing on the device and holds no device
+// memory. KAGENT_TEST_STANDBY in the child environment sets the depth (depth()); two that end before
+// their test (a broken interpreter) turn it off for the run, and every test.py runs fresh, reporting
+// what is wrong.
 class user_test_standby {
 public:
   ~user_test_standby() { stop(); }
 
+  /// Tops the waiting standbys up to `depth`.
   void start(const device_settings& s, const env_map& env) {
-    if (p_ && !p_->ended()) return;
-    if (p_) take_ended();
-    if (broken_ >= 2 || s.test_path.empty() || s.user_test == "never" || should_give_up() || !enabled(s, env)) return;
-    auto p = std::make_unique<proc>();
-    const auto base = fs::path(s.run_path) / "workers" / fmt::format("gpu{}", s.device_id);
-    std::error_code ec;
-    do p->dir = base / fmt::format("user_test_{}", ++seq_);
-    while (fs::exists(p->dir, ec) && seq_ < 100000);
-    fs::create_directories(p->dir / "tmp", ec);
-    if (ec) return;
-    process_spec spec;
-    spec.argv = with_scratch(s.sandbox_prefix, p->dir.string());
-    spec.argv.insert(spec.argv.end(), {s.python, s.install_root + "/harness/test_standby.py", "--dir", p->dir.string(),
-                                       "--test", s.test_path, "--idle-s", fmt::format("{}", idle_s)});
-    spec.env = env;
-    (*spec.env)["TMPDIR"] = (p->dir / "tmp").string();
-    (*spec.env)["TRITON_CACHE_DIR"] = (p->dir / "triton").string();
-    spec.cwd = p->dir.string();
-    spec.timeout = std::chrono::milliseconds(static_cast<long>((idle_s + s.user_test_timeout_s + 30) * 1000));
-    p->run = std::make_unique<background_process>(std::move(spec), fmt::format("test.py standby {}", p->dir.string()));
-    p_ = std::move(p);
+    drop_ended();
+    while (ps_.size() < depth(s, env)) {
+      if (broken_ >= 2 || s.test_path.empty() || s.user_test == "never" || should_give_up()) return;
+      auto p = std::make_unique<proc>();
+      const auto base = fs::path(s.run_path) / "workers" / fmt::format("gpu{}", s.device_id);
+      std::error_code ec;
+      do p->dir = base / fmt::format("user_test_{}", ++seq_);
+      while (fs::exists(p->dir, ec) && seq_ < 100000);
+      fs::create_directories(p->dir / "tmp", ec);
+      if (ec) return;
+      process_spec spec;
+      spec.argv = with_scratch(s.sandbox_prefix, p->dir.string());
+      spec.argv.insert(spec.argv.end(), {s.python, s.install_root + "/harness/test_standby.py", "--dir", p->dir.string(),
+                                         "--test", s.test_path, "--idle-s", fmt::format("{}", idle_s)});
+      spec.env = env;
+      (*spec.env)["TMPDIR"] = (p->dir / "tmp").string();
+      (*spec.env)["TRITON_CACHE_DIR"] = (p->dir / "triton").string();
+      spec.cwd = p->dir.string();
+      spec.timeout = std::chrono::milliseconds(static_cast<long>((idle_s + s.user_test_timeout_s + 30) * 1000));
+      p->run = std::make_unique<background_process>(std::move(spec), fmt::format("test.py standby {}", p->dir.string()));
+      ps_.push_back(std::move(p));
+    }
   }
 
-  /// test.py on `code` in the waiting process: the result, its wall time from the hand-over, and the
-  /// command as `python test.py` would read; nullopt when none is waiting (run a fresh one).
+  /// test.py on `code` in the oldest waiting process (the furthest along its imports): the result,
+  /// its wall time from the hand-over, and the command as `python test.py` would read; nullopt when
+  /// none is waiting (run a fresh one).
   std::optional<process_result> run(const device_settings& s, const std::string& code) {
-    if (!p_) return std::nullopt;
-    if (p_->ended()) {
-      take_ended();
-      return std::nullopt;
-    }
-    auto p = std::move(p_);
+    drop_ended();
+    if (ps_.empty()) return std::nullopt;
+    auto p = std::move(ps_.front());
+    ps_.pop_front();
     store::write_file_atomic(p->dir / "kernel.py", code);
     store::write_file_atomic(p->dir / "go", "");
     const auto t0 = std::chrono::steady_clock::now();
@@ -116,23 +122,24 @@ public:
   }
 
   void stop() {
-    if (!p_) return;
-    p_->run->finish();
-    std::error_code ec;
-    fs::remove_all(p_->dir, ec);
-    p_.reset();
+    for (auto& p : ps_) {
+      p->run->finish();
+      std::error_code ec;
+      fs::remove_all(p->dir, ec);
+    }
+    ps_.clear();
   }
 
   static constexpr double idle_s = 1800;
 
-  /// KAGENT_TEST_STANDBY: "0" off, "1" on; unset: on for GPU platforms, off on the cpu platform, where
-  /// candidates are timed on the host's few cores and a process importing torch beside them would
-  /// disturb their timing (a GPU host times on the device and has cores to spare).
-  static bool enabled(const device_settings& s, const env_map& env) {
+  /// How many standbys wait. KAGENT_TEST_STANDBY: "0" none (every test.py fresh), "1" to "4" that
+  /// many; unset (or anything else): two on GPU platforms, none on the cpu platform, where candidates
+  /// are timed on the host's few cores and a process importing torch beside them would disturb their
+  /// timing (a GPU host times on the device and has cores to spare).
+  static size_t depth(const device_settings& s, const env_map& env) {
     const auto v = env_get(env, "KAGENT_TEST_STANDBY");
-    if (v && *v == "0") return false;
-    if (v && *v == "1") return true;
-    return s.verifier != "cpu";
+    if (v && v->size() == 1 && (*v)[0] >= '0' && (*v)[0] <= '4') return static_cast<size_t>((*v)[0] - '0');
+    return s.verifier != "cpu" ? 2 : 0;
   }
 
 private:
@@ -141,15 +148,21 @@ private:
     std::unique_ptr<background_process> run;
     bool ended() const { return run->ended(); }
   };
-  // Ended before its test: waited idle_s for nothing (fine) or broken (counted).
-  void take_ended() {
-    auto r = p_->run->finish();
-    if (r.exit_code != 75) ++broken_;
-    std::error_code ec;
-    fs::remove_all(p_->dir, ec);
-    p_.reset();
+  // Those that ended before their test: waited idle_s for nothing (fine) or broken (counted).
+  void drop_ended() {
+    for (auto it = ps_.begin(); it != ps_.end();) {
+      if (!(*it)->ended()) {
+        ++it;
+        continue;
+      }
+      auto r = (*it)->run->finish();
+      if (r.exit_code != 75) ++broken_;
+      std::error_code ec;
+      fs::remove_all((*it)->dir, ec);
+      it = ps_.erase(it);
+    }
   }
-  std::unique_ptr<proc> p_;
+  std::deque<std::unique_ptr<proc>> ps_;
   int seq_ = 0;
   int broken_ = 0;
 };

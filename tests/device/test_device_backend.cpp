@@ -205,7 +205,8 @@ TEST_P(DeviceBackendCpu, TheUsersTestSeesNoGpuOnTheCpuPlatform) {
 // test.py in a process started ahead (harness/test_standby.py): it sees what `python test.py` in the
 // candidate's directory would (argv, sys.path[0], __main__, kernel.py in its cwd, no harness module on
 // its path), a failing or hanging test fails as a fresh one does, each test gets a process of its own,
-// and on the cpu platform, unless KAGENT_TEST_STANDBY=1, every test runs fresh.
+// on the cpu platform, unless KAGENT_TEST_STANDBY is 1 or more, every test runs fresh, and with two
+// waiting a used one is replaced at once.
 TEST(DeviceBackendStandby, TheUsersTestRunsAheadAsItWouldFresh) {
   scratch s;
   const auto test_py = s.dir / "kdir" / "test.py";
@@ -273,6 +274,26 @@ TEST(DeviceBackendStandby, TheUsersTestRunsAheadAsItWouldFresh) {
   EXPECT_TRUE(fresh.user_tested) << fresh.error << "\n" << frlog;
   EXPECT_EQ(frlog.find(ahead), std::string::npos) << frlog;
   EXPECT_NE(frlog.find("name __main__"), std::string::npos) << frlog;
+  backend.reset();
+
+  // Two waiting (a GPU platform's default): a used one is replaced at once, so a test right after
+  // another finds one that has been importing since before the first.
+  settings.child_env["KAGENT_TEST_STANDBY"] = "2";
+  backend = make_device_backend(settings);
+  auto waiting = [&] {
+    int n = 0;
+    for (const auto& e : fs::directory_iterator(s.dir / "workers" / "gpu0"))
+      n += e.path().filename().string().rfind("user_test_", 0) == 0;
+    return n;
+  };
+  backend->prepare();
+  EXPECT_EQ(waiting(), 2);
+  auto [first, flog2] = run_test("c5", good);
+  EXPECT_TRUE(first.user_tested) << first.error << "\n" << flog2;
+  EXPECT_NE(flog2.find(ahead), std::string::npos) << flog2;
+  EXPECT_EQ(waiting(), 2) << "the one used is replaced";
+  backend.reset();
+  EXPECT_EQ(waiting(), 0);
 }
 
 INSTANTIATE_TEST_SUITE_P(Isolation, DeviceBackendCpu, ::testing::Values("warm", "process"));

@@ -77,7 +77,10 @@ void write_replay(const scratch& s, const std::string& reply) {
 std::string config(const scratch& s, const std::string& extra = "") {
   return s.write("cfg/contain.yaml",
                  "strategy: greedy\nnum_workers: 1\nmax_rounds: 1\nplatform: cpu\ntarget_platform: cpu\n"
-                 "benchmark_warmup: 1\nbenchmark_repeat: 2\nmax_refine_attempts: 1\n" + extra +
+                 "benchmark_warmup: 1\nbenchmark_repeat: 2\nmax_refine_attempts: 1\n"
+                 // Not what containment is about: no inductor compile of the reference (seconds of
+                 // g++ per run), no test.py (a fresh interpreter importing torch).
+                 "compile_reference: false\nuser_test: never\n" + extra +
                  "llm:\n  provider: replay\n  replay_dir: " + (s.dir / "replay").string() + "\n");
 }
 
@@ -195,7 +198,7 @@ TEST(Containment, CpuTimeLimitEndsASpinningCandidateBeforeAnyTimeout) {
   scratch s;
   write_replay(s, hostile(kHang));
   // No timeout of the run comes near (the candidate's is an hour): only RLIMIT_CPU can end it.
-  auto r = run({"--strategy", config(s, "candidate_timeout_s: 3600\ntest_timeout_s: 3600\nsandbox:\n  max_cpu_s: 25\n"),
+  auto r = run({"--strategy", config(s, "candidate_timeout_s: 3600\ntest_timeout_s: 3600\nsandbox:\n  max_cpu_s: 15\n"),
                 "--kernel-dir", kMatvec, "--run-dir", (s.dir / "runs").string()},
                {{"KAGENT_INJECT_FAULT", ""}, {"KAGENT_PYTHON", KAGENT_PYTHON}}, s.dir.string(), 400);
   ASSERT_TRUE(r.started) << r.describe();

@@ -80,6 +80,7 @@ target_platform: cpu
 benchmark_warmup: 2
 benchmark_repeat: 8
 max_refine_attempts: 0
+compile_reference: false
 llm:
   provider: replay
 {})",
@@ -349,6 +350,7 @@ max_refine_attempts: 0
 candidate_timeout_s: 20
 test_timeout_s: 600
 user_test: never
+compile_reference: false
 llm:
   provider: replay
 )";

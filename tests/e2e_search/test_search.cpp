@@ -331,6 +331,7 @@ TEST(CandidateTimeout, ATimedOutCandidateStopsAndWritesNothingAfterItsDeadline) 
   const auto cfg = s.write("cfg/timeout.yaml",
                            "strategy: greedy\nnum_workers: 1\nmax_rounds: 2\nplatform: cpu\ntarget_platform: cpu\n"
                            "benchmark_warmup: 1\nbenchmark_repeat: 2\ncandidate_timeout_s: 1.5\n"
+                           "compile_reference: false\nuser_test: never\n"
                            "llm:\n  provider: replay\n");
   auto env = kBaseEnv;
   env["KAGENT_REPLAY_DELAY_S"] = "2.5";
