@@ -6,7 +6,8 @@
 # before_novel on matvec; before_novel, old, new on RMSNorm), each in a process of its own, sandboxed
 # as runs are. One file comes back, $OUT/sp.tgz: rows in sp/*.json, summary.txt from
 # benchmarks/h200/speed_summary.py. From the repository root with .device/ packed (pack_device.sh),
-# carry [".device"]. ONLY=matvec|rmsnorm runs one example.
+# carry [".device"]. ONLY=matvec|rmsnorm runs one example; DOBENCH=1 runs only the in-process pass
+# with do_bench and this tree's judge, on both examples.
 set -u
 root=$(pwd); final=${OUT:?}; out=/tmp/sp; rm -rf $out; mkdir -p $out
 pack() { tar czf $final/sp.tmp -C /tmp sp && mv $final/sp.tmp $final/sp.tgz; }
@@ -21,6 +22,18 @@ one() {  # tree example replay pass tag
   echo "rc=$? at $(date +%T)" >> $out/$5.txt
 }
 old=.device/before_tree
+if [ "${DOBENCH:-0}" = 1 ]; then
+  # Only the agreement with triton.testing.do_bench: the in-process `before` pass (which times every
+  # kernel with do_bench too) and this tree's sandboxed judge, on both examples.
+  for ex in matvec rmsnorm; do
+    dir=optimize_01_matvec; [ $ex = rmsnorm ] && dir=optimize_02_rmsnorm
+    one . $dir replay_$ex before ${ex}_before_1
+    one . $dir replay_$ex sandbox_steady ${ex}_new_1
+  done
+  python3 benchmarks/h200/speed_summary.py $out > $out/summary.txt 2>&1
+  cat $out/summary.txt
+  exit 0
+fi
 if [ "${ONLY:-matvec}" != rmsnorm ]; then
   one $old optimize_01_matvec replay_matvec before_novel matvec_novel_1
   one $old optimize_01_matvec replay_matvec sandbox_steady matvec_old_1
