@@ -473,7 +473,6 @@ class Stamp(unittest.TestCase):
                     self.assertTrue(torch.equal(got, want), (dtype, st))
 
 
-
 class WarmUp(unittest.TestCase):
     """Warm-up calls are neither stamped nor preceded by a flush (nothing checks or times them);
     every timed call is both."""
