@@ -96,10 +96,9 @@ def parents():
     return out
 
 
-def children_of(pid, ppid_of=None):
-    """Direct children of `pid`, from /proc (or from `ppid_of`, a parents() table)."""
-    table = parents() if ppid_of is None else ppid_of
-    return [p for p, pp in table.items() if pp == pid]
+def children_of(pid):
+    """Direct children of `pid`, from /proc."""
+    return [p for p, pp in parents().items() if pp == pid]
 
 
 def descendants(pid):

@@ -65,29 +65,11 @@ class user_test_standby {
 public:
   ~user_test_standby() { stop(); }
 
-  /// Tops the waiting standbys up to `depth`.
+  /// Tops the waiting standbys up to depth().
   void start(const device_settings& s, const env_map& env) {
     drop_ended();
-    while (ps_.size() < depth(s, env)) {
-      if (broken_ >= 2 || s.test_path.empty() || s.user_test == "never" || should_give_up()) return;
-      auto p = std::make_unique<proc>();
-      const auto base = fs::path(s.run_path) / "workers" / fmt::format("gpu{}", s.device_id);
-      std::error_code ec;
-      do p->dir = base / fmt::format("user_test_{}", ++seq_);
-      while (fs::exists(p->dir, ec) && seq_ < 100000);
-      fs::create_directories(p->dir / "tmp", ec);
-      if (ec) return;
-      process_spec spec;
-      spec.argv = with_scratch(s.sandbox_prefix, p->dir.string());
-      spec.argv.insert(spec.argv.end(), {s.python, s.install_root + "/harness/test_standby.py", "--dir", p->dir.string(),
-                                         "--test", s.test_path, "--idle-s", fmt::format("{}", idle_s)});
-      spec.env = env;
-      (*spec.env)["TMPDIR"] = (p->dir / "tmp").string();
-      (*spec.env)["TRITON_CACHE_DIR"] = (p->dir / "triton").string();
-      spec.cwd = p->dir.string();
-      spec.timeout = std::chrono::milliseconds(static_cast<long>((idle_s + s.user_test_timeout_s + 30) * 1000));
-      p->run = std::make_unique<background_process>(std::move(spec), fmt::format("test.py standby {}", p->dir.string()));
-      ps_.push_back(std::move(p));
+    if (broken_ >= 2 || s.test_path.empty() || s.user_test == "never") return;
+    while (ps_.size() < depth(s, env) && !should_give_up() && spawn(s, env)) {
     }
   }
 
@@ -148,6 +130,28 @@ private:
     std::unique_ptr<background_process> run;
     bool ended() const { return run->ended(); }
   };
+  // One more waiting process; false when its directory cannot be made.
+  bool spawn(const device_settings& s, const env_map& env) {
+    auto p = std::make_unique<proc>();
+    const auto base = fs::path(s.run_path) / "workers" / fmt::format("gpu{}", s.device_id);
+    std::error_code ec;
+    do p->dir = base / fmt::format("user_test_{}", ++seq_);
+    while (fs::exists(p->dir, ec) && seq_ < 100000);
+    fs::create_directories(p->dir / "tmp", ec);
+    if (ec) return false;
+    process_spec spec;
+    spec.argv = with_scratch(s.sandbox_prefix, p->dir.string());
+    spec.argv.insert(spec.argv.end(), {s.python, s.install_root + "/harness/test_standby.py", "--dir", p->dir.string(),
+                                       "--test", s.test_path, "--idle-s", fmt::format("{}", idle_s)});
+    spec.env = env;
+    (*spec.env)["TMPDIR"] = (p->dir / "tmp").string();
+    (*spec.env)["TRITON_CACHE_DIR"] = (p->dir / "triton").string();
+    spec.cwd = p->dir.string();
+    spec.timeout = std::chrono::milliseconds(static_cast<long>((idle_s + s.user_test_timeout_s + 30) * 1000));
+    p->run = std::make_unique<background_process>(std::move(spec), fmt::format("test.py standby {}", p->dir.string()));
+    ps_.push_back(std::move(p));
+    return true;
+  }
   // Those that ended before their test: waited idle_s for nothing (fine) or broken (counted).
   void drop_ended() {
     for (auto it = ps_.begin(); it != ps_.end();) {
