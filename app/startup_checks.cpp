@@ -104,7 +104,18 @@ void check_inject_fault(const std::string& value) {
   if (value.back() == ',' || items == 0) bad("empty entry");
 }
 
+void check_test_standby(const std::string& value) {
+  if (value.empty()) return;
+  // Read where the test.py standbys start (device_backend.cpp), which would keep its default for a
+  // value it cannot use.
+  if (value.size() != 1 || value[0] < '0' || value[0] > '4')
+    throw user_error(fmt::format("KAGENT_TEST_STANDBY='{}': expected how many test.py processes wait started ahead, "
+                                 "0 to 4 (unset: 2 on a GPU platform, 0 on the cpu platform)",
+                                 value));
+}
+
 void check_environment(const env_map& env) {
+  if (auto it = env.find("KAGENT_TEST_STANDBY"); it != env.end()) check_test_standby(it->second);
   if (auto it = env.find("KAGENT_REPLAY_DELAY_S"); it != env.end()) check_replay_delay(it->second);
   if (auto it = env.find("KAGENT_INJECT_FAULT"); it != env.end()) check_inject_fault(it->second);
   if (auto it = env.find("KAGENT_NOOP_DEVICE_S"); it != env.end()) check_noop_device_time(it->second);

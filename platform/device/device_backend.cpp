@@ -115,7 +115,8 @@ public:
   static constexpr double idle_s = 1800;
 
   /// How many standbys wait. KAGENT_TEST_STANDBY: "0" none (every test.py fresh), "1" to "4" that
-  /// many; unset (or anything else): two on GPU platforms, none on the cpu platform, where candidates
+  /// many (any other value is refused at start-up, app/startup_checks.cpp); unset: two on GPU
+  /// platforms, none on the cpu platform, where candidates
   /// are timed on the host's few cores and a process importing torch beside them would disturb their
   /// timing (a GPU host times on the device and has cores to spare).
   static size_t depth(const device_settings& s, const env_map& env) {

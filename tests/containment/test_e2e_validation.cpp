@@ -79,6 +79,11 @@ TEST(Refuse, GarbageInTheEnvironment) {
   env["KAGENT_INJECT_FAULT"] = "";
   env["KAGENT_NOOP_DEVICE_S"] = "0";
   expect_refused(run(noop_args(s), env), "KAGENT_NOOP_DEVICE_S='0': expected a number of seconds above 0", s.dir / "runs");
+  env["KAGENT_NOOP_DEVICE_S"] = "";
+  env["KAGENT_TEST_STANDBY"] = "5";
+  expect_refused(run(noop_args(s), env), "KAGENT_TEST_STANDBY='5': expected how many test.py processes wait", s.dir / "runs");
+  env["KAGENT_TEST_STANDBY"] = "two";
+  expect_refused(run(noop_args(s), env), "KAGENT_TEST_STANDBY='two': expected", s.dir / "runs");
 }
 
 TEST(Refuse, AKernelDirectoryThatIsASymlinkLoop) {

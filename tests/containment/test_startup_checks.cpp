@@ -86,6 +86,15 @@ TEST(Environment, NoopDeviceTimeMustBeASaneNumberOfSeconds) {
   }
 }
 
+TEST(Environment, TestStandbyMustBeZeroToFour) {
+  for (const char* ok : {"", "0", "1", "2", "4"}) EXPECT_EQ(error_of([&] { check_test_standby(ok); }), "") << ok;
+  for (const char* bad : {"5", "-1", "two", "02", " 2", "2 ", "1.0"}) {
+    auto e = error_of([&] { check_test_standby(bad); });
+    EXPECT_NE(e.find(std::string("KAGENT_TEST_STANDBY='") + bad + "'"), std::string::npos) << bad << " -> " << e;
+    EXPECT_NE(e.find("0 to 4"), std::string::npos) << bad;
+  }
+}
+
 TEST(Environment, InjectFaultMustNameKnownFaultsAndCandidates) {
   for (const char* ok : {"", "candidate_throw:r1_c0", "gpu_worker_throw:*", "candidate_throw:r1_c0,gpu_worker_throw:r2_c1"})
     EXPECT_EQ(error_of([&] { check_inject_fault(ok); }), "") << ok;
