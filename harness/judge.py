@@ -101,11 +101,12 @@ def children_of(pid):
     return [p for p, pp in parents().items() if pp == pid]
 
 
-def descendants(pid):
-    """Every process below `pid`, from one pass over /proc: the census after each candidate walked
-    /proc once per process of the judge's tree (its spares, their sandboxes), 20-30 ms a candidate."""
+def descendants(pid, table=None):
+    """Every process below `pid`, from one pass over /proc (or `table`, a parents() taken once for
+    several lookups): the census after each candidate walked /proc once per process of the judge's
+    tree (its spares, their sandboxes), 20-30 ms a candidate."""
     below = {}
-    for p, pp in parents().items():
+    for p, pp in (parents() if table is None else table).items():
         below.setdefault(pp, []).append(p)
     seen, todo = [], [pid]
     while todo:
@@ -223,6 +224,7 @@ class Worker:
         self.buf = b""
         self.info = {}
         self.slot_tensors = {}
+        self.first_progress_s = None  # the last watched request: seconds to its first progress line
         parent, child = socket.socketpair()
         self.sock = parent
         z = judge.fork_server()
@@ -283,6 +285,7 @@ class Worker:
         code, does not."""
         deadline = time.monotonic() + timeout
         mark, window = time.monotonic(), quiet_s  # (since when, how long) no progress is allowed
+        start, self.first_progress_s = mark, None
         while True:
             limit = deadline if mark is None else min(deadline, mark + window)
             try:
@@ -299,6 +302,8 @@ class Worker:
                 raise
             if msg.get("ev") != "progress":
                 return msg
+            if self.first_progress_s is None:
+                self.first_progress_s = time.monotonic() - start
             if msg.get("what") == "launch":
                 mark, window = time.monotonic(), hang_s
             else:
@@ -518,6 +523,7 @@ class Judge:
         self.refs = []
         self.slots = []
         self.calib = {"per_call_ms": 0.0}
+        self.slot_pool = None        # the slots' private device memory pool (slot_memory)
         self.zygote = None
         self.gpu = False
         self.launchers = None
@@ -568,8 +574,9 @@ class Judge:
         # calls' (a verification is over and compared before any timed call: one output copy less,
         # 3.7 GB for RMSNorm).
         self.samples = max(1, samples)
-        self.slots = [[Slot(r, self.scratch_root, g * len(ref_outs) + k, self.gpu) for k, r in enumerate(ref_outs)]
-                      for g in range(self.samples)]
+        with self.slot_memory():
+            self.slots = [[Slot(r, self.scratch_root, g * len(ref_outs) + k, self.gpu) for k, r in enumerate(ref_outs)]
+                          for g in range(self.samples)]
         self.flush_bytes = (256 << 20) if self.gpu else (32 << 20)
         free_before = self.free_device_bytes()
         self.depth = 1
@@ -582,7 +589,27 @@ class Judge:
         self.choose_memory_mode(free_before)
         self.refill()
         return dict(self.problem.describe(), calibration_ms_per_call=self.calib["per_call_ms"],
-                    trials=self.trials(), output_bytes=self.output_bytes, memory=self.memory)
+                    trials=self.trials(), output_bytes=self.output_bytes, memory=self.memory,
+                    private_slots=self.slot_pool is not None or not self.gpu)
+
+    @contextlib.contextmanager
+    def slot_memory(self):
+        """Where the slots are allocated. CUDA IPC maps the whole allocation a shared tensor lives in,
+        not only the tensor: a worker can write anywhere in it. From the caching allocator's shared
+        pool a slot shares its allocation with whatever the judge put beside it, e.g. the references
+        (matvec's 4 KiB outputs all sit in one 2 MiB block), so a candidate could overwrite the
+        reference it is compared with (tests/cheats/matvec/scribble_segment.py). The slots therefore
+        come from a private pool (torch.cuda.MemPool) that holds nothing else; without one (an older
+        torch) nothing is computed while a worker is alive that a check relies on, except what
+        the verification compares, and `private_slots` says so in load_problem's reply."""
+        torch = core.torch_module()
+        self.slot_pool = None
+        if self.gpu and hasattr(torch.cuda, "MemPool") and hasattr(torch.cuda, "use_mem_pool"):
+            self.slot_pool = torch.cuda.MemPool()
+            with torch.cuda.use_mem_pool(self.slot_pool):
+                yield
+            return
+        yield
 
     def trials(self):
         return len(self.seeds)
@@ -697,7 +724,7 @@ class Judge:
         self.sandbox_prefix = prefix[:cut] + ["--ro-bind", cache.dir, cache.dir] + prefix[cut:]
         return cache
 
-    def builder_processes(self):
+    def builder_processes(self, table=None):
         """The launcher builders and everything below them: the judge's own children, never a
         candidate's (a candidate's orphans are re-parented to the judge, not to a builder)."""
         if self.launchers is None:
@@ -705,7 +732,7 @@ class Judge:
         out = set()
         for pid in self.launchers.live_pids():
             out.add(pid)
-            out.update(descendants(pid))
+            out.update(descendants(pid, table))
         return out
 
     def offer_launchers(self, msg):
@@ -800,21 +827,23 @@ class Judge:
         self.refill()
         return w
 
-    def census(self):
+    def census(self, table=None):
         """Every live process below us (the fork server's tree, workers, orphans re-parented to us)."""
-        return {p for p in descendants(os.getpid()) if alive(p)}
+        return {p for p in descendants(os.getpid(), table) if alive(p)}
 
     def leftovers(self, w, state):
-        """Processes that appeared since `w` got its candidate and are neither `w` nor the spare's."""
+        """Processes that appeared since `w` got its candidate and are neither `w` nor the spare's.
+        One pass over /proc serves every lookup (it was one per spare and builder more)."""
         before = state.get("census")
         if before is None:
             return []
-        keep = {w.pid} | self.builder_processes()
+        table = parents()
+        keep = {w.pid} | self.builder_processes(table)
         for spare in self.spares:
             if spare.pid > 0:
                 keep.add(spare.pid)
-                keep.update(descendants(spare.pid))
-        left = [p for p in self.census() - before - keep if alive(p)]
+                keep.update(descendants(spare.pid, table))
+        left = [p for p in self.census(table) - before - keep if alive(p)]
         if left:
             # A process that ends on its own a moment later (a compiler finishing) was not left
             # running; a daemon that waits is still there after the grace.
@@ -895,11 +924,16 @@ class Judge:
     def progress_windows(self):
         """ProgressWindows(hang_s, quiet_s): how long a verification call may go without a reply
         once its kernel is launched, a sixth of the verification timeout and at least 5 s; and how
-        long it may run before its first compile or launch, a third and at least 10 s. CUDA's
-        test_timeout_s of 30 s: 5 s and 10 s; the cpu platform's 300 s: 50 s and 100 s (the
-        interpreter runs a kernel inside its launch)."""
+        long it may run before its first compile or launch. On a GPU that is a tenth, at least 3 s:
+        a wrapper's host code before its first launch takes milliseconds (an honest kernel's first
+        progress line came within QUIET_MEASURED of its call on an H100) and compute ops are not
+        allowed there anyway; a stuck call held the device 10 s before. On the cpu platform a
+        third, at least 10 s (two cores shared with the rest of the run). CUDA's test_timeout_s of
+        30 s: 5 s and 3 s; the cpu platform's 300 s: 50 s and 100 s (the interpreter runs a kernel
+        inside its launch)."""
         v = self.timeouts["verify"]
-        return ProgressWindows(hang_s=max(5.0, v / 6.0), quiet_s=max(10.0, v / 3.0))
+        quiet = max(3.0, v / 10.0) if self.gpu else max(10.0, v / 3.0)
+        return ProgressWindows(hang_s=max(5.0, v / 6.0), quiet_s=quiet)
 
     def compare(self, got, ref, rtol, atol, max_bad_frac=0.0):
         """One pass over the output and its reference (harness/compare.py: a fused Triton kernel on a GPU)."""
@@ -938,11 +972,15 @@ class Judge:
             for slot in self.slots[0]:
                 slot.poison(w)
             core.synchronize(self.device)
-            msg = w.request({"op": "verify", "calls": [{"set": j, "slots": [s.index for s in self.slots[0]]}]},
+            # The compiled kernels (for the hash) only with the last call: normalising their PTX
+            # took 5-15 ms a request.
+            msg = w.request({"op": "verify", "calls": [{"set": j, "slots": [s.index for s in self.slots[0]]}],
+                             "asm": n == len(plan) - 1},
                             self.timeouts["verify"], windows=self.progress_windows())
             call = msg["calls"][0]
             timings["first_call_s" if n == 0 else f"call{n}_s"] = call.get("wall_s")
             if n == 0:
+                timings["first_progress_s"] = w.first_progress_s
                 self.offer_launchers(msg)
                 timings["shared_launchers_loaded"] = msg.get("launcher_hits")
                 if self.launchers is not None:
@@ -961,7 +999,8 @@ class Judge:
             if err:
                 error = err if j == 0 else f"trial {j} (seed {self.seeds[j]}): {err}"
                 break
-            state["asm"] = msg.get("asm") or {}
+            if "asm" in msg:
+                state["asm"] = msg.get("asm") or {}
             state["in_place"] = bool(msg.get("in_place"))
         if error is None:
             left = self.leftovers(w, state)
@@ -1011,6 +1050,32 @@ class Judge:
             view = inputs[k].view(-1)[start:start + length]
             view.copy_(view.roll(shift))
         return inputs
+
+    def sample_reference(self, j, stamp):
+        """The reference output for trial j's inputs under a timed call's stamp (queued on the device)."""
+        inputs = self.stamped(j, stamp)
+        return self.problem.reference(inputs, copy=False)  # stamped() made them ours
+
+    def early_references(self, m, warmup):
+        """{call: reference} of the sampled calls whose references may be computed before the worker is
+        ended: none unless the slots have a private pool (slot_memory: else a live worker could
+        write into memory beside its slot), and only as many as the device has room for now, beside
+        the worker (a stamped copy of the inputs and the outputs, 2 GiB to spare)."""
+        if self.slot_pool is None or not m["keep"]:
+            return {}
+        torch = core.torch_module()
+        try:
+            free, _total = torch.cuda.mem_get_info()
+        except Exception:  # noqa: BLE001 - no figure, no early work
+            return {}
+        room = free - self.input_bytes - (2 << 30)
+        early = {}
+        for i in m["keep"]:
+            if room < self.output_bytes:
+                break
+            room -= self.output_bytes
+            early[i] = self.sample_reference(i % self.trials(), m["stamps"][warmup + i])
+        return early
 
     def timed(self, w, state, warmup, repeat, calibrate=False):
         """Runs the worker's timed loop, watching it with our own clock. Returns what was measured."""
@@ -1077,6 +1142,13 @@ class Judge:
             m = self.timed(w, state, warmup, repeat)
         phases["timed_loop_s"] = time.perf_counter() - t_phase
         msg = m["msg"]
+        # The sampled calls' references go to the device now, to run while the census below reads
+        # /proc and the worker is ended (0.015-0.02 s a candidate on an H100): only where the worker
+        # cannot reach them (the slots have a pool of their own) and the device has room for them
+        # beside the worker still alive.
+        t_phase = time.perf_counter()
+        early = self.early_references(m, warmup)
+        phases["early_references_s"] = time.perf_counter() - t_phase
         t_phase = time.perf_counter()
         left = self.leftovers(w, state)
         # Nothing the candidate left behind may run on while we look at its outputs.
@@ -1100,8 +1172,9 @@ class Judge:
         t_phase = time.perf_counter()
         for i in m["keep"]:
             j = i % self.trials()
-            inputs = self.stamped(j, m["stamps"][warmup + i])
-            ref = self.problem.reference(inputs, copy=False)  # stamped() made them ours
+            ref = early.pop(i, None)
+            if ref is None:
+                ref = self.sample_reference(j, m["stamps"][warmup + i])
             core.synchronize(self.device)
             # Fresh random inputs: an honest kernel may round a stray element just past the tolerance
             # (the verification sets are fixed; these are not). A stale or faked output differs in
@@ -1110,7 +1183,7 @@ class Judge:
             if err_txt:
                 raise IntegrityError(f"output of a timed call differs from the reference for its inputs "
                                      f"(call {i}, input set {j}): {err_txt}")
-            del inputs, ref
+            del ref
         phases["sample_checks_s"] = time.perf_counter() - t_phase
         stats = core.stats(m["times"])
         calib = self.calib

@@ -36,6 +36,12 @@ for tag in rows:
                 phases.setdefault("verify_" + k, []).append(x)
     print(f"{tag:18} {len(v):2} verified, median {per[tag]:.3f} s per candidate; "
           + ", ".join(f"{k} {med(x):.3f}" for k, x in sorted(phases.items())))
+    # How long an honest first call took to its first compile or launch line (the judge's quiet
+    # window on a GPU must stay far above this).
+    fp = [r["verify_timings"]["first_progress_s"] for r in rows[tag].values()
+          if isinstance(r, dict) and isinstance((r.get("verify_timings") or {}).get("first_progress_s"), (int, float))]
+    if fp:
+        print(f"{tag:18} first progress line of a first call: max {max(fp):.4f} s, median {med(fp):.4f} s over {len(fp)}")
 for ex in ("matvec", "rmsnorm"):
     # The judge's medians against triton.testing.do_bench (the in-process `before` pass times each
     # kernel with it too).
