@@ -603,9 +603,16 @@ class Judge:
         torch) nothing is computed while a worker is alive that a check relies on, except what
         the verification compares, and `private_slots` says so in load_problem's reply."""
         torch = core.torch_module()
+        self.slots = []  # the last problem's slots die with their pool, not after it
         self.slot_pool = None
         if self.gpu and hasattr(torch.cuda, "MemPool") and hasattr(torch.cuda, "use_mem_pool"):
-            self.slot_pool = torch.cuda.MemPool()
+            try:
+                self.slot_pool = torch.cuda.MemPool()
+            except Exception as exc:  # noqa: BLE001 - a build without private pools: as before, and said
+                self.notice(f"judge: no private memory pool for the receive slots ({exc}): a worker can reach "
+                            "device memory beside its slot; the sampled checks of timed calls still compute "
+                            "their references only after it is ended")
+        if self.slot_pool is not None:
             with torch.cuda.use_mem_pool(self.slot_pool):
                 yield
             return
