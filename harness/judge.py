@@ -988,6 +988,7 @@ class Judge:
             timings["first_call_s" if n == 0 else f"call{n}_s"] = call.get("wall_s")
             if n == 0:
                 timings["first_progress_s"] = w.first_progress_s
+                timings["first_compile_s"] = call.get("compile_s")  # reported by the worker: a diagnostic only
                 self.offer_launchers(msg)
                 timings["shared_launchers_loaded"] = msg.get("launcher_hits")
                 if self.launchers is not None:

@@ -179,6 +179,7 @@ class Compiles:
 
     def __init__(self, gpu, progress=None):
         self.count = 0
+        self.seconds = 0.0  # in the compiler, all calls (a diagnostic: what of a first call is the compile)
         if not gpu:
             return
         import triton.compiler
@@ -190,8 +191,12 @@ class Compiles:
         def compile_unobserved(*a, **k):
             counter.count += 1
             tell("compile")
-            with _disable_current_modes(), core.unpoisoned():
-                return original(*a, **k)
+            t0 = _perf_counter()
+            try:
+                with _disable_current_modes(), core.unpoisoned():
+                    return original(*a, **k)
+            finally:
+                counter.seconds += _perf_counter() - t0
 
         compile_unobserved.kagent_original = original
         triton.compiler.compile = compile_unobserved
@@ -366,7 +371,7 @@ class Worker:
                 inputs = self.sets[c["set"]]
                 if self.pristine is not None:
                     inputs = self.restore(c["set"])
-                before = self.launches.count
+                before, compile_before = self.launches.count, self.compiles.seconds
                 t0 = _perf_counter()
                 try:
                     with core.poisoned_allocations(), self.recorder.recording():
@@ -385,6 +390,7 @@ class Worker:
                 wall = _perf_counter() - t0
                 outs, problem = plain_tensors(out)
                 info = {"set": c["set"], "launches": self.launches.count - before, "wall_s": wall,
+                        "compile_s": self.compiles.seconds - compile_before,
                         "aten": self.recorder.forbidden(), "integrity": problem,
                         "out": [{"shape": list(o.shape), "dtype": str(o.dtype).replace("torch.", "")}
                                 for o in outs if torch.is_tensor(o)]}
