@@ -933,7 +933,8 @@ class Judge:
         once its kernel is launched, a sixth of the verification timeout and at least 5 s; and how
         long it may run before its first compile or launch. On a GPU that is a tenth, at least 3 s:
         a wrapper's host code before its first launch takes milliseconds (an honest kernel's first
-        progress line came within QUIET_MEASURED of its call on an H100) and compute ops are not
+        progress line came 3 ms after its call, at most 33 ms, over 24 first calls of the replay
+        kernels on an H100) and compute ops are not
         allowed there anyway; a stuck call held the device 10 s before. On the cpu platform a
         third, at least 10 s (two cores shared with the rest of the run). CUDA's test_timeout_s of
         30 s: 5 s and 3 s; the cpu platform's 300 s: 50 s and 100 s (the interpreter runs a kernel

@@ -234,10 +234,11 @@ _TOUCH = None
 
 def warm_compiler(buf):
     """Compiles a harness-owned kernel from nothing (Triton's on-disk cache bypassed), before any
-    candidate exists. A worker's first compile paid the compiler's one-time start in this process
-    (MLIR and LLVM set-up): on an H100 a candidate's first compile took 0.16-0.17 s in a worker
-    against about 0.12 s in a process that had compiled before. The kernel has _TOUCH's signature,
-    so its launcher is the one already loaded."""
+    candidate exists, so that the compiler's one-time start in a process (MLIR and LLVM set-up) is
+    not paid in the candidate's first call: on an H100 a candidate's first compile took 0.16-0.17 s
+    in a worker (whose _TOUCH comes from Triton's cache) against about 0.12 s for compile and check
+    in a process that had compiled before (not yet measured with this warm-up). The kernel has
+    _TOUCH's signature, so its launcher is the one already loaded."""
     import triton
     import triton.language as tl
     from triton import knobs
