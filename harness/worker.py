@@ -232,36 +232,6 @@ def warm_triton(buf):
 _TOUCH = None
 
 
-def warm_compiler(buf):
-    """Compiles a harness-owned kernel from nothing (Triton's on-disk cache bypassed), before any
-    candidate exists, so that the compiler's one-time start in a process (MLIR and LLVM set-up) is
-    not paid in the candidate's first call: on an H100 a candidate's first compile took 0.16-0.17 s
-    in a worker (whose _TOUCH comes from Triton's cache) against about 0.12 s for compile and check
-    in a process that had compiled before (not yet measured with this warm-up). The kernel has
-    _TOUCH's signature, so its launcher is the one already loaded."""
-    import triton
-    import triton.language as tl
-    from triton import knobs
-    global _WARM
-
-    if _WARM is None:
-        def warm(ptr, n, BLOCK: tl.constexpr):
-            offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-            v = tl.load(ptr + offs, mask=offs < n, other=0)
-            f = v.to(tl.float32)
-            tl.store(ptr + offs, tl.where(f > tl.max(f, axis=0), 0, v), mask=offs < n)
-        _WARM = triton.jit(warm)
-    before = knobs.compilation.always_compile
-    knobs.compilation.always_compile = True
-    try:
-        _WARM[(1,)](buf, min(buf.numel(), 1024), BLOCK=1024)
-    finally:
-        knobs.compilation.always_compile = before
-
-
-_WARM = None
-
-
 class Slot:
     """A receive buffer of the judge, mapped here: a shared file on the CPU, CUDA IPC on a GPU."""
 
@@ -345,10 +315,6 @@ class Worker:
                 self.shared = None
         if self.gpu:
             warm_triton(self.flush_buf)
-            try:
-                warm_compiler(self.flush_buf)
-            except Exception as exc:  # noqa: BLE001 - a Triton without the knob: the first compile pays it
-                print(f"worker: compiler warm-up skipped ({exc})", file=sys.stderr, flush=True)
             # One recorded Triton launch before any candidate: the recorder's one-time start-up (the
             # profiler's, or torch's work for a first launch under a dispatch mode: 3-4 s measured on
             # the H200) is paid here, while the previous candidate runs.
