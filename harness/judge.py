@@ -1079,11 +1079,15 @@ class Judge:
             return {}
         room = free - self.input_bytes - (2 << 30)
         early = {}
-        for i in m["keep"]:
-            if room < self.output_bytes:
-                break
-            room -= self.output_bytes
-            early[i] = self.sample_reference(i % self.trials(), m["stamps"][warmup + i])
+        try:
+            for i in m["keep"]:
+                if room < self.output_bytes:
+                    break
+                room -= self.output_bytes
+                early[i] = self.sample_reference(i % self.trials(), m["stamps"][warmup + i])
+        except Exception:  # noqa: BLE001 - e.g. out of memory beside the live worker: computed after it, as before
+            early = {}
+            core.release()
         return early
 
     def timed(self, w, state, warmup, repeat, calibrate=False):
