@@ -380,6 +380,30 @@ class HungKernel(unittest.TestCase):
         self.assertEqual(verdict, "verified", reply.get("error"))
 
 
+class Windows(unittest.TestCase):
+    """judge.Judge.progress_windows: on a GPU a call gets a tenth of the verification timeout (at least
+    3 s) to show a first compile or launch; on the cpu platform a third (at least 10 s); a sixth (at
+    least 5 s) after a launch on both. And the census reads /proc once for every lookup it makes."""
+
+    @staticmethod
+    def windows(gpu, verify_s):
+        j = object.__new__(judge.Judge)  # no process state: only the rule
+        j.gpu, j.timeouts = gpu, {"verify": verify_s}
+        return j.progress_windows()
+
+    def test_gpu_and_cpu_windows(self):
+        self.assertEqual(self.windows(True, 29.0), (5.0, 3.0))     # CUDA's test_timeout_s 30, less a second
+        self.assertEqual(self.windows(True, 60.0), (10.0, 6.0))
+        self.assertEqual(self.windows(False, 29.0), (5.0, 10.0))   # the cpu platform keeps its 10 s floor
+        self.assertEqual(self.windows(False, 300.0), (50.0, 100.0))
+
+    def test_descendants_from_one_table(self):
+        table = {10: 1, 11: 10, 12: 11, 13: 1, 14: 13}
+        self.assertEqual(sorted(judge.descendants(10, table)), [11, 12])
+        self.assertEqual(sorted(judge.descendants(13, table)), [14])
+        self.assertEqual(judge.descendants(12, table), [])
+
+
 class Floor(unittest.TestCase):
     def test_a_time_below_the_hardware_floor_is_rejected_and_the_fraction_reported(self):
         tmp = tempfile.TemporaryDirectory()
