@@ -605,11 +605,15 @@ class Judge:
         torch = core.torch_module()
         self.slots = []  # the last problem's slots die with their pool, not after it
         self.slot_pool = None
-        if self.gpu and hasattr(torch.cuda, "MemPool") and hasattr(torch.cuda, "use_mem_pool"):
-            try:
-                self.slot_pool = torch.cuda.MemPool()
-            except Exception as exc:  # noqa: BLE001 - a build without private pools: as before, and said
-                self.notice(f"judge: no private memory pool for the receive slots ({exc}): a worker can reach "
+        if self.gpu:
+            why = "this torch has no torch.cuda.MemPool"
+            if hasattr(torch.cuda, "MemPool") and hasattr(torch.cuda, "use_mem_pool"):
+                try:
+                    self.slot_pool = torch.cuda.MemPool()
+                except Exception as exc:  # noqa: BLE001 - a build without private pools: as before, and said
+                    why = str(exc)
+            if self.slot_pool is None:
+                self.notice(f"judge: no private memory pool for the receive slots ({why}): a worker can reach "
                             "device memory beside its slot; the sampled checks of timed calls still compute "
                             "their references only after it is ended")
         if self.slot_pool is not None:
