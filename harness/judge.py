@@ -599,9 +599,10 @@ class Judge:
         pool a slot shares its allocation with whatever the judge put beside it, e.g. the references
         (matvec's 4 KiB outputs all sit in one 2 MiB block), so a candidate could overwrite the
         reference it is compared with (tests/cheats/matvec/scribble_segment.py). The slots therefore
-        come from a private pool (torch.cuda.MemPool) that holds nothing else; without one (an older
-        torch) nothing is computed while a worker is alive that a check relies on, except what
-        the verification compares, and `private_slots` says so in load_problem's reply."""
+        come from a private pool (torch.cuda.MemPool) that holds nothing else. Without one (an older
+        torch) the references the verification compares stay reachable, which server.log and
+        `private_slots: false` in load_problem's reply say; the sampled checks then compute theirs
+        only after the worker is ended (early_references)."""
         torch = core.torch_module()
         self.slots = []  # the last problem's slots die with their pool, not after it
         self.slot_pool = None
@@ -938,11 +939,10 @@ class Judge:
         long it may run before its first compile or launch. On a GPU that is a tenth, at least 3 s:
         a wrapper's host code before its first launch takes milliseconds (an honest kernel's first
         progress line came 3 ms after its call, at most 33 ms, over 24 first calls of the replay
-        kernels on an H100) and compute ops are not
-        allowed there anyway; a stuck call held the device 10 s before. On the cpu platform a
-        third, at least 10 s (two cores shared with the rest of the run). CUDA's test_timeout_s of
-        30 s: 5 s and 3 s; the cpu platform's 300 s: 50 s and 100 s (the interpreter runs a kernel
-        inside its launch)."""
+        kernels on an H100) and compute ops are not allowed there anyway; a stuck call held the
+        device 10 s before. On the cpu platform a third, at least 10 s (two cores shared with the
+        rest of the run). CUDA's test_timeout_s of 30 s: 5 s and 3 s; the cpu platform's 300 s: 50 s
+        and 100 s (the interpreter runs a kernel inside its launch)."""
         v = self.timeouts["verify"]
         quiet = max(3.0, v / 10.0) if self.gpu else max(10.0, v / 3.0)
         return ProgressWindows(hang_s=max(5.0, v / 6.0), quiet_s=quiet)
@@ -1076,9 +1076,8 @@ class Judge:
         the worker (a stamped copy of the inputs and the outputs, 2 GiB to spare)."""
         if self.slot_pool is None or not m["keep"]:
             return {}
-        torch = core.torch_module()
         try:
-            free, _total = torch.cuda.mem_get_info()
+            free = self.free_device_bytes()
         except Exception:  # noqa: BLE001 - no figure, no early work
             return {}
         room = free - self.input_bytes - (2 << 30)
