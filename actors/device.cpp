@@ -55,6 +55,7 @@ device_settings settings_for(const run_context& ctx, int device_id) {
     s.reference_cache_dir = ((ec ? std::filesystem::path(ctx.cache_root) : root) / "references").string();
   }
   s.sandbox_prefix = ctx.sandbox_prefix;
+  s.sandbox_mode = ctx.sandbox_mode;
   if (auto spec = find_gpu_specs(ctx.gpu_name)) s.peak_bandwidth_gbps = spec->peak_memory_bw_gbps;
   return s;
 }
@@ -110,6 +111,9 @@ kernel_profile_request make_request(const run_context& ctx, int device_id, const
   req.sandbox_mode = ctx.sandbox_mode.empty() ? ctx.cfg.sandbox.mode : ctx.sandbox_mode;
   req.rlimits = limits_from_config(ctx.cfg.sandbox, ctx.vendor, std::max(600.0, 2 * ctx.cfg.candidate_timeout_s));
   req.cache_root = ctx.cache_root;
+  // The launchers the device's judge built, read-only in the profiler's sandbox (bwrap on NVIDIA).
+  if (!ctx.run_path.empty() && launchers_shareable(ctx.vendor, req.sandbox_mode, ctx.child_env))
+    req.shared_launchers = shared_launcher_dir(ctx.run_path, device_id);
   return req;
 }
 

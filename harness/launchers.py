@@ -188,3 +188,51 @@ class LauncherCache:
             shutil.rmtree(work, ignore_errors=True)
             with self.lock:
                 self.pending.discard(key)
+
+
+def _probe_kernel():
+    """A harness-owned kernel for warming Triton's compiler up before any candidate exists."""
+    import triton
+    import triton.language as tl
+
+    def kagent_standby_probe(ptr, n, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        tl.store(ptr + offs, tl.load(ptr + offs, mask=offs < n, other=0) + 1, mask=offs < n)
+
+    return triton.jit(kagent_standby_probe)
+
+
+def prepare_standby(directory=None, compile_probe=True):
+    """What a process started ahead of its kernel (test.py's standby, the profiler's) does for Triton
+    while it waits, so that the kernel's first call pays only for its own compile:
+
+    - with `directory` (the judge's shared launcher directory, read-only in this sandbox), launchers
+      are looked up there first, as a worker does (SharedLookup: only the build of the very source
+      this process generated is ever loaded);
+    - the driver's C utilities are built or loaded (`driver.active`), host-side;
+    - with `compile_probe`, a harness kernel is compiled for the device and not launched: the
+      compiler's own start-up (its modules, LLVM, ptxas) is paid here.
+
+    Nothing is launched and no tensor is allocated. Each step is best-effort (the cpu platform's
+    interpreter has no driver): a failure only leaves that cost to the kernel's first call.
+    Returns the SharedLookup, or None."""
+    lookup = None
+    if directory:
+        try:
+            lookup = SharedLookup(directory)
+        except Exception:  # noqa: BLE001 - no sharing: the launcher is built here, as before
+            lookup = None
+    if os.environ.get("TRITON_INTERPRET") == "1":
+        return lookup
+    try:
+        from triton.runtime import driver
+        driver.active.utils  # noqa: B018 - builds or loads cuda_utils
+    except Exception:  # noqa: BLE001
+        return lookup
+    if compile_probe:
+        try:
+            import torch
+            _probe_kernel().warmup(torch.int32, 1024, BLOCK=1024, grid=(1,))
+        except Exception:  # noqa: BLE001
+            pass
+    return lookup

@@ -4,6 +4,7 @@ batch of them in one process.
 
     profile_wrapper.py --problem problem.py (--kernel kernel.py | --batch ID=PATH [--batch ID=PATH ...])
                        [--device cuda|cpu] [--dtype bfloat16|...|auto] [--size small] [--warmup 3] [--seed 0]
+                       [--launchers SHARED]
 
 It imports only torch, the problem and the kernel (plus the stdlib-only helpers of harness_core, which
 bind the kernel's arguments exactly as the evaluator does). The inputs are created where they are used:
@@ -26,13 +27,18 @@ kernel's; each measured call also runs inside the nested range "kagent_kernel:ID
 output shape: ..." or "kernel ID failed: ..." per kernel and exits 0 once the batch ran through.
 
 Standby mode (--standby DIR, the profile runner's ncu_standby): the process a profiler starts before
-its kernels exist. It imports torch, Triton and the problem and creates its CUDA context (no kernel
+its kernels exist. It imports torch, Triton and the problem, creates its CUDA context and prepares
+Triton (launchers.prepare_standby: the driver's utilities and a compile of a harness kernel; no kernel
 launch, no input: the device may be timing another candidate meanwhile), writes DIR/standby.ready,
 then waits for DIR/batch.json ({"kernels": [[ID, PATH], ...]}, written once by the runner) and runs
 that batch as --batch does but without markers: the profiler was started with an NVTX filter
 (kagent_measured), so only measured calls are profiled, and each kernel's rows are told apart by
 its nested range kagent_kernel:ID. No batch within --idle-s seconds: "standby: no batch" and exit 0.
 It serves one batch and exits: candidate code never shares a process with a later candidate's.
+
+--launchers SHARED (NVIDIA under bwrap, where the runner binds it read-only): the judge's shared launcher
+directory, looked up before Triton builds a launcher with the C compiler (harness/launchers.py), so
+that a profiled kernel's first call does not build what the judge's workers built already.
 """
 import argparse
 import contextlib
@@ -210,6 +216,9 @@ def main(argv=None):
     ap.add_argument("--standby", metavar="DIR",
                     help="start up, then wait for DIR/batch.json and profile that batch (NVTX attribution)")
     ap.add_argument("--idle-s", type=float, default=900.0, help="standby: give up after this long without a batch")
+    ap.add_argument("--launchers", metavar="SHARED", default=None,
+                    help="the judge's shared launcher directory (read-only here): launchers are looked up "
+                         "there first (harness/launchers.py)")
     args = ap.parse_args(argv)
     if args.warmup < 0:
         ap.error("--warmup must be >= 0")
@@ -253,6 +262,9 @@ def main(argv=None):
 
     if args.standby:
         return run_standby(torch, core, args, problem_path)
+    if args.launchers:
+        import launchers
+        launchers.prepare_standby(args.launchers, compile_probe=False)
     if not batch:
         return run_single(torch, core, args, problem_path, kernels[0][1])
     return run_batch(torch, core, args, problem_path, kernels)
@@ -309,6 +321,11 @@ def run_standby(torch, core, args, problem_path):
         core.import_fresh(problem_path, "problem_warm")
     if args.device.startswith("cuda"):
         torch.empty(1, device=args.device)  # the context, with no kernel launched
+    # The launchers the judge's workers built (with --launchers), the driver's utilities and a
+    # compile of a harness kernel (not launched: nothing for the profiler to see).
+    import launchers
+    launchers.prepare_standby(args.launchers)
+    mark("triton prepared")
     mark("standby ready")
     ready = os.path.join(directory, "standby.ready")
     with open(ready + ".tmp", "w", encoding="utf-8") as f:

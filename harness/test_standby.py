@@ -1,9 +1,11 @@
 """A test.py process started before its kernel exists (issue 14: test.py for a new best cost 8-9 s of
 device time on an H100, most of it a new interpreter importing torch and Triton).
 
-    python test_standby.py --dir DIR --test TEST [--idle-s S]
+    python test_standby.py --dir DIR --test TEST [--idle-s S] [--launchers SHARED]
 
-Imports torch and Triton, then waits for DIR/go (the kernel is in DIR/kernel.py by then) and runs
+Imports torch and Triton and prepares Triton host-side (launchers.prepare_standby: the driver's
+utilities, a compile of a harness kernel, and with --launchers the judge's read-only shared
+launcher directory looked up first, as a worker does), then waits for DIR/go (the kernel is in DIR/kernel.py by then) and runs
 TEST as `python TEST` would in DIR: sys.argv is [TEST], sys.path[0] is TEST's directory, the script
 runs as __main__, and its exit status is the process's. It runs once and exits, so no candidate
 shares a process with another. Nothing runs on the device before the test does. With no go within
@@ -20,9 +22,12 @@ def main():
     ap.add_argument("--dir", required=True)
     ap.add_argument("--test", required=True)
     ap.add_argument("--idle-s", type=float, default=1800.0)
+    ap.add_argument("--launchers", default=None)
     a = ap.parse_args()
     import torch  # noqa: F401 - what every test.py of a kernel directory pays for first
     import triton  # noqa: F401
+    import launchers  # this directory's (sys.path[0] until the test's own directory replaces it)
+    launchers.prepare_standby(a.launchers)
     go = os.path.join(a.dir, "go")
     deadline = time.monotonic() + a.idle_s
     while not os.path.exists(go):

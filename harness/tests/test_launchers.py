@@ -71,6 +71,72 @@ class SharedLookupTest(unittest.TestCase):
         self.assertEqual(lookup.take(), [{"name": "kagent_probe_b", "src": other}])
 
 
+TEST_PY = """
+import sys, sysconfig
+import triton.runtime.build as build
+src = open("probe.c").read()
+mod = build.compile_module_from_src(src, "kagent_probe_t", include_dirs=[sysconfig.get_paths()["include"]])
+print("answer", mod.answer)
+print("from", mod.__file__)
+print("PASS")
+"""
+
+
+@unittest.skipUnless(os.path.isfile(os.path.join(sysconfig.get_paths()["include"], "Python.h")), "no Python.h")
+class StandbyTest(unittest.TestCase):
+    """test.py's standby (test_standby.py --launchers): the test's own Triton looks launchers up in the
+    judge's shared directory first, and loads only the build of the source it generated itself."""
+
+    def run_standby(self, tmp, launcher_dir, src):
+        import subprocess
+        import sys
+        work = os.path.join(tmp, "work")
+        os.makedirs(work)
+        with open(os.path.join(work, "probe.c"), "w") as f:
+            f.write(src)
+        test = os.path.join(tmp, "kdir", "test.py")
+        os.makedirs(os.path.dirname(test))
+        with open(test, "w") as f:
+            f.write(TEST_PY)
+        env = dict(os.environ, TRITON_CACHE_DIR=os.path.join(tmp, "own"))
+        argv = [sys.executable, os.path.join(support.HARNESS, "test_standby.py"), "--dir", work, "--test", test,
+                "--idle-s", "60"] + (["--launchers", launcher_dir] if launcher_dir else [])
+        proc = subprocess.Popen(argv, cwd=work, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        open(os.path.join(work, "go"), "w").close()
+        out, _ = proc.communicate(timeout=120)
+        return proc.returncode, out
+
+    def test_the_users_test_loads_the_shared_build_of_its_own_source(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            shared = os.path.join(tmp, "shared")
+            os.makedirs(shared)
+            compile_into(shared, "kagent_probe_t", source("kagent_probe_t", 7))
+            rc, out = self.run_standby(tmp, shared, source("kagent_probe_t", 7))
+            self.assertEqual(rc, 0, out)
+            self.assertIn("answer 7", out)
+            self.assertIn("from " + shared, out)
+
+    def test_a_planted_module_under_another_source_is_not_loaded(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            shared = os.path.join(tmp, "shared")
+            os.makedirs(shared)
+            compile_into(shared, "kagent_probe_t", source("kagent_probe_t", 666))
+            rc, out = self.run_standby(tmp, shared, source("kagent_probe_t", 8))
+            self.assertEqual(rc, 0, out)
+            self.assertIn("answer 8", out)
+            self.assertNotIn("from " + shared, out)
+
+    def test_without_the_option_nothing_is_looked_up(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            shared = os.path.join(tmp, "shared")
+            os.makedirs(shared)
+            compile_into(shared, "kagent_probe_t", source("kagent_probe_t", 7))
+            rc, out = self.run_standby(tmp, None, source("kagent_probe_t", 7))
+            self.assertEqual(rc, 0, out)
+            self.assertIn("answer 7", out)
+            self.assertNotIn("from " + shared, out)
+
+
 class OfferTest(unittest.TestCase):
     def test_malformed_or_oversized_reports_start_no_build(self):
         with tempfile.TemporaryDirectory() as tmp:

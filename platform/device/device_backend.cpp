@@ -51,6 +51,26 @@ std::vector<std::string> with_scratch(const std::vector<std::string>& prefix, co
   return out;
 }
 
+} // namespace
+
+std::string shared_launcher_dir(const std::string& run_path, int device_id) {
+  return (fs::path(run_path) / "workers" / fmt::format("gpu{}", device_id) / "launchers" / "shared").string();
+}
+
+bool launchers_shareable(const std::string& vendor, const std::string& sandbox_mode, const env_map& env) {
+  return vendor == "nvidia" && sandbox_mode == "bwrap" && env_get(env, "KAGENT_SHARED_LAUNCHERS").value_or("1") != "0";
+}
+
+std::vector<std::string> with_readonly_bind(const std::vector<std::string>& prefix, const std::string& dir) {
+  auto out = prefix;
+  const auto cut = std::find(out.begin(), out.end(), "--");
+  if (cut == out.end()) return out;
+  out.insert(cut, {"--ro-bind", dir, dir});
+  return out;
+}
+
+namespace {
+
 // A test.py process started before its kernel exists (harness/test_standby.py): a fresh interpreter
 // that has imported torch and Triton and waits for DIR/go. The H100 runs of 2026-12-05 spent 8-9 s of
 // device time on each test.py, most of it before the test's first line. One standby runs one test and
@@ -141,9 +161,19 @@ private:
     fs::create_directories(p->dir / "tmp", ec);
     if (ec) return false;
     process_spec spec;
-    spec.argv = with_scratch(s.sandbox_prefix, p->dir.string());
+    // The launchers the judge's workers built, bound read-only (harness/launchers.py): the test's
+    // first call then builds no launcher with the C compiler.
+    std::string shared;
+    if (launchers_shareable(s.vendor, s.sandbox_mode, env)) {
+      shared = shared_launcher_dir(s.run_path, s.device_id);
+      fs::create_directories(shared, ec);
+      if (ec) shared.clear();
+    }
+    spec.argv = with_scratch(shared.empty() ? s.sandbox_prefix : with_readonly_bind(s.sandbox_prefix, shared),
+                             p->dir.string());
     spec.argv.insert(spec.argv.end(), {s.python, s.install_root + "/harness/test_standby.py", "--dir", p->dir.string(),
                                        "--test", s.test_path, "--idle-s", fmt::format("{}", idle_s)});
+    if (!shared.empty()) spec.argv.insert(spec.argv.end(), {"--launchers", shared});
     spec.env = env;
     (*spec.env)["TMPDIR"] = (p->dir / "tmp").string();
     (*spec.env)["TRITON_CACHE_DIR"] = (p->dir / "triton").string();

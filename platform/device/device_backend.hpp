@@ -41,6 +41,7 @@ struct device_settings {
   int timed_samples = 3;            ///< timed calls whose outputs are checked too
   double peak_bandwidth_gbps = 0;   ///< the device's, for the physics floor; 0: no floor
   std::vector<std::string> sandbox_prefix;  ///< argv before every candidate process ("{scratch}" = its directory)
+  std::string sandbox_mode;         ///< what sandbox_prefix is: "bwrap", "rlimits", "off" ("" = unknown)
   std::string user_test = "best";   ///< best, every, never: when the kernel directory's test.py runs
   /// The run's recorded best, read when test.py is decided (run_context::recorded_best_ms); may be null.
   std::shared_ptr<const std::atomic<double>> recorded_best_ms;
@@ -108,5 +109,19 @@ public:
 
 /// The backend for `s`: noop when s.verifier is "noop", else process or warm by s.isolation.
 std::unique_ptr<device_backend> make_device_backend(const device_settings& s);
+
+/// The judge's shared launcher directory of a device (harness/launchers.py, judge.shared_launchers):
+/// <run>/workers/gpu<N>/launchers/shared. Only the judge writes it.
+std::string shared_launcher_dir(const std::string& run_path, int device_id);
+
+/// Whether a process started ahead of its kernel (test.py's standby, the profiler's) may look Triton
+/// launchers up in that directory, as the judge's workers do: on NVIDIA, under bwrap (`sandbox_mode`
+/// or the prefix's program), where the directory is bound read-only, unless KAGENT_SHARED_LAUNCHERS=0
+/// in `env`. Elsewhere a candidate running there could write into it.
+bool launchers_shareable(const std::string& vendor, const std::string& sandbox_mode, const env_map& env);
+
+/// `prefix` (a sandbox prefix ending its own options with "--") with a read-only bind of `dir`
+/// added before that "--"; unchanged when it has none.
+std::vector<std::string> with_readonly_bind(const std::vector<std::string>& prefix, const std::string& dir);
 
 } // namespace kagent

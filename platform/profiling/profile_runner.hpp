@@ -75,6 +75,10 @@ struct kernel_profile_request {
   /// request whose profile is there gets it without running the tool (no invocation records; a note
   /// and detail.cached say so), and a successful profile is stored there.
   std::string cache_root;
+  /// The judge's shared launcher directory of the device (platform/device/device_backend.hpp,
+  /// launchers_shareable); "" = none. Under bwrap it is bound read-only and the wrapper looks
+  /// launchers up there first (profile_wrapper.py --launchers).
+  std::string shared_launchers;
 };
 
 struct kernel_profile_outcome {

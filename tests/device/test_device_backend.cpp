@@ -13,6 +13,7 @@
 
 #include "platform/common/env.hpp"
 #include "platform/device/device_backend.hpp"
+#include "platform/process/sandbox.hpp"
 
 namespace fs = std::filesystem;
 using namespace kagent;
@@ -294,6 +295,74 @@ TEST(DeviceBackendStandby, TheUsersTestRunsAheadAsItWouldFresh) {
   EXPECT_EQ(waiting(), 2) << "the one used is replaced";
   backend.reset();
   EXPECT_EQ(waiting(), 0);
+}
+
+// The judge's shared launcher directory in processes started ahead (test.py's standby, the profiler's):
+// only on NVIDIA under bwrap, bound read-only before the prefix's own "--".
+TEST(SharedLaunchers, OnlyOnNvidiaUnderBwrapAndBoundReadOnly) {
+  env_map env;
+  EXPECT_TRUE(launchers_shareable("nvidia", "bwrap", env));
+  EXPECT_FALSE(launchers_shareable("rocm", "bwrap", env));
+  EXPECT_FALSE(launchers_shareable("", "bwrap", env));
+  EXPECT_FALSE(launchers_shareable("nvidia", "rlimits", env)) << "a candidate could write the directory";
+  EXPECT_FALSE(launchers_shareable("nvidia", "off", env));
+  env["KAGENT_SHARED_LAUNCHERS"] = "0";
+  EXPECT_FALSE(launchers_shareable("nvidia", "bwrap", env));
+  EXPECT_EQ(shared_launcher_dir("/r", 3), "/r/workers/gpu3/launchers/shared");
+  const std::vector<std::string> prefix{"bwrap", "--ro-bind", "/", "/", "--bind", "{scratch}", "{scratch}", "--",
+                                        "prlimit", "--", "x"};
+  const std::vector<std::string> want{"bwrap", "--ro-bind", "/", "/", "--bind", "{scratch}", "{scratch}",
+                                      "--ro-bind", "/s", "/s", "--", "prlimit", "--", "x"};
+  EXPECT_EQ(with_readonly_bind(prefix, "/s"), want);
+  EXPECT_EQ(with_readonly_bind({"prlimit", "--cpu=5"}, "/s"), (std::vector<std::string>{"prlimit", "--cpu=5"}));
+}
+
+// The attack first: a candidate whose test.py run (in a standby given the judge's launchers) tries to
+// plant a module in the shared directory, where the judge's next workers would look. Under bwrap the
+// directory is read-only there; the test still sees it and its Triton looks launchers up in it.
+TEST(SharedLaunchers, TheUsersTestCannotWriteTheJudgesLaunchers) {
+  if (!probe_bwrap().ok) GTEST_SKIP() << "bwrap does not work here: " << probe_bwrap().why;
+  scratch s;
+  const auto test_py = s.dir / "kdir" / "test.py";
+  fs::create_directories(test_py.parent_path());
+  std::ofstream(test_py) << "import os, sys\n"
+                            "args = open('/proc/self/cmdline', 'rb').read().split(b'\\0')\n"
+                            "shared = args[args.index(b'--launchers') + 1].decode()\n"
+                            "import triton.runtime.build as build\n"
+                            "print('hooked', hasattr(build.compile_module_from_src, 'kagent_original'))\n"
+                            "print('shared exists', os.path.isdir(shared))\n"
+                            "try:\n"
+                            "    os.makedirs(os.path.join(shared, 'planted'))\n"
+                            "    print('planted')\n"
+                            "except OSError as e:\n"
+                            "    print('refused', e.errno)\n"
+                            "print('PASS')\n";
+  auto settings = cpu_settings(s, "warm");
+  settings.user_test = "every";
+  settings.test_path = test_py.string();
+  settings.child_env["KAGENT_TEST_STANDBY"] = "1";
+  settings.vendor = "nvidia";  // what decides the sharing; the evaluation stays on the cpu platform
+  sandbox_request r;
+  r.writable = {"{scratch}"};
+  r.readable = {test_py.parent_path().string(), KAGENT_SOURCE_DIR};
+  r.readable.push_back(fs::path(KAGENT_PYTHON).parent_path().parent_path().string());
+  const auto plan = plan_sandbox("bwrap", r);
+  settings.sandbox_prefix = plan.prefix;
+  settings.sandbox_mode = plan.mode;
+  fs::create_directories(s.dir / "workers");
+  auto backend = make_device_backend(settings);
+  const auto work = s.dir / "c0";
+  fs::create_directories(work);
+  auto res = backend->run({"c0", slurp(kMatvec / "input.py"), device_mode::start_checks, work.string()});
+  const auto log = slurp(work / "user_test.log");
+  EXPECT_TRUE(res.user_tested) << res.error << "\n" << log;
+  EXPECT_NE(log.find("in a process started ahead"), std::string::npos) << log;
+  EXPECT_NE(log.find("hooked True"), std::string::npos) << log;
+  EXPECT_NE(log.find("shared exists True"), std::string::npos) << log;
+  EXPECT_NE(log.find("refused"), std::string::npos) << log;
+  EXPECT_EQ(log.find("planted"), std::string::npos) << log;
+  EXPECT_FALSE(fs::exists(fs::path(shared_launcher_dir(s.dir.string(), 0)) / "planted"));
+  backend.reset();
 }
 
 INSTANTIATE_TEST_SUITE_P(Isolation, DeviceBackendCpu, ::testing::Values("warm", "process"));

@@ -250,3 +250,32 @@ TEST(ProfilerStandby, OffByEnvironmentForOtherToolsAndOnceTheRunStops) {
   clear_stop_for_tests();
   EXPECT_TRUE(n.log().empty());
 }
+
+// The judge's shared launchers (platform/device/device_backend.hpp, launchers_shareable): a profile
+// under bwrap hands the wrapper the directory (bound read-only, created if the judge has not yet);
+// under any other sandbox the wrapper is not told of it, since the kernel could write there.
+TEST(ProfilerStandby, TheWrapperIsToldOfTheJudgesLaunchersOnlyUnderBwrap) {
+  NEED_HARNESS_PYTHON();
+  const auto shared = [](const standby_case& c) { return c.a.root / "workers/gpu0/launchers/shared"; };
+  {
+    standby_case c;
+    c.like.shared_launchers = shared(c);
+    c.like.sandbox_mode = "off";
+    profiler_standby sb;
+    ASSERT_TRUE(sb.start(c.like, 300));
+    const auto launcher = read_file((c.standby_dir(1) / "standby_d0_1_wrapper.py").string());
+    EXPECT_NE(launcher.find("\"--standby\""), std::string::npos) << launcher;
+    EXPECT_EQ(launcher.find("--launchers"), std::string::npos) << launcher;
+    sb.stop();
+  }
+  if (!probe_bwrap().ok) GTEST_SKIP() << "bwrap does not work here: " << probe_bwrap().why;
+  standby_case c;
+  c.like.shared_launchers = shared(c);
+  c.like.sandbox_mode = "bwrap";
+  profiler_standby sb;
+  ASSERT_TRUE(sb.start(c.like, 300));
+  const auto launcher = read_file((c.standby_dir(1) / "standby_d0_1_wrapper.py").string());
+  EXPECT_NE(launcher.find("\"--launchers\", \"" + shared(c) + "\""), std::string::npos) << launcher;
+  EXPECT_TRUE(fs::is_directory(shared(c)));
+  sb.stop();
+}
