@@ -215,7 +215,10 @@ def prepare_standby(directory=None, compile_probe=True):
 
     Nothing is launched and no tensor is allocated. Each step is best-effort (the cpu platform's
     interpreter has no driver): a failure only leaves that cost to the kernel's first call.
+    KAGENT_STANDBY_PREPARE=0 skips all of it (the standbys as they were: for measuring this).
     Returns the SharedLookup, or None."""
+    if os.environ.get("KAGENT_STANDBY_PREPARE") == "0":
+        return None
     lookup = None
     if directory:
         try:
