@@ -8,7 +8,7 @@
 #      hold a CUDA context? it must not);
 #   C  a second run on B's cache with its profiles removed (the references and the starting kernel's
 #      checks cached, every profile taken again, as in a second run whose LLM writes new kernels).
-# Files come back as $OUT/prep.tgz. From the repository root with .device/ packed, carry [".device"].
+# RUNS="B" runs B alone. Files come back as $OUT/prep.tgz. From the repository root with .device/ packed, carry [".device"].
 set -u
 root=$(pwd); final=${OUT:?}; out=/tmp/prep; rm -rf $out /tmp/kcA /tmp/kcB; mkdir -p $out
 trap 'tar czf $final/prep.tmp -C /tmp prep && mv $final/prep.tmp $final/prep.tgz' EXIT
@@ -34,7 +34,8 @@ for l in steps:
         print("  test.py", cur.split("/")[2] if cur.count("/") > 2 else cur, j.get("user_test_s"))
 PY
 }
-one A /tmp/kcA KAGENT_STANDBY_PREPARE=0
+runs=" ${RUNS:-A B C} "  # RUNS="B": only B and its sampling
+[[ $runs == *" A "* ]] && one A /tmp/kcA KAGENT_STANDBY_PREPARE=0
 ( for i in $(seq 1 120); do
     echo "t $(date +%s.%N)"; nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader
     for p in $(pgrep -f "test_standby.py|profile_wrapper.py|worker.py"); do echo "proc $p $(tr '\0' ' ' < /proc/$p/cmdline | cut -c1-160)"; done
@@ -43,4 +44,5 @@ smp=$!
 one B /tmp/kcB
 kill $smp 2>/dev/null
 rm -rf /tmp/kcB/profiles
-one C /tmp/kcB
+[[ $runs == *" C "* ]] && one C /tmp/kcB
+exit 0
