@@ -202,6 +202,23 @@ def _probe_kernel():
     return triton.jit(kagent_standby_probe)
 
 
+def _device_capability():
+    """The first visible device's compute capability (e.g. 90) from the driver API, without creating
+    a context (cuInit and two attribute queries; torch's own queries created one: 518 MiB on an H100)."""
+    import ctypes
+    cuda = ctypes.CDLL("libcuda.so.1")
+    dev, major, minor = ctypes.c_int(), ctypes.c_int(), ctypes.c_int()
+    if cuda.cuInit(0) != 0 or cuda.cuDeviceGet(ctypes.byref(dev), 0) != 0:
+        raise RuntimeError("no CUDA device")
+    if cuda.cuDeviceGetAttribute(ctypes.byref(major), 75, dev) != 0 or \
+            cuda.cuDeviceGetAttribute(ctypes.byref(minor), 76, dev) != 0:  # COMPUTE_CAPABILITY_MAJOR/MINOR
+        raise RuntimeError("no compute capability")
+    return major.value * 10 + minor.value
+
+
+PREPARED = {}  # what prepare_standby did, for diagnostics: lookup, utils, probe (True or the error)
+
+
 def prepare_standby(directory=None, compile_probe=True):
     """What a process started ahead of its kernel (test.py's standby, the profiler's) does for Triton
     while it waits, so that the kernel's first call pays only for its own compile:
@@ -210,13 +227,15 @@ def prepare_standby(directory=None, compile_probe=True):
       are looked up there first, as a worker does (SharedLookup: only the build of the very source
       this process generated is ever loaded);
     - the driver's C utilities are built or loaded (`driver.active`), host-side;
-    - with `compile_probe`, a harness kernel is compiled for the device and not launched: the
-      compiler's own start-up (its modules, LLVM, ptxas) is paid here.
+    - with `compile_probe`, a harness kernel is compiled for the device's capability (read from the
+      driver API) and neither loaded nor launched: the compiler's own start-up (its modules, LLVM,
+      ptxas) is paid here.
 
-    Nothing is launched and no tensor is allocated. Each step is best-effort (the cpu platform's
-    interpreter has no driver): a failure only leaves that cost to the kernel's first call.
-    KAGENT_STANDBY_PREPARE=0 skips all of it (the standbys as they were: for measuring this).
-    Returns the SharedLookup, or None."""
+    No CUDA context is created, nothing is launched and no tensor is allocated. Each step is
+    best-effort (the cpu platform's interpreter has no driver): a failure only leaves that cost to
+    the kernel's first call. KAGENT_STANDBY_PREPARE=0 skips all of it (the standbys as they were:
+    for measuring this). Returns the SharedLookup, or None."""
+    PREPARED.clear()
     if os.environ.get("KAGENT_STANDBY_PREPARE") == "0":
         return None
     lookup = None
@@ -225,17 +244,24 @@ def prepare_standby(directory=None, compile_probe=True):
             lookup = SharedLookup(directory)
         except Exception:  # noqa: BLE001 - no sharing: the launcher is built here, as before
             lookup = None
+    PREPARED["lookup"] = lookup is not None
     if os.environ.get("TRITON_INTERPRET") == "1":
         return lookup
     try:
         from triton.runtime import driver
         driver.active.utils  # noqa: B018 - builds or loads cuda_utils
-    except Exception:  # noqa: BLE001
+        PREPARED["utils"] = True
+    except Exception as exc:  # noqa: BLE001
+        PREPARED["utils"] = repr(exc)[:200]
         return lookup
     if compile_probe:
         try:
-            import torch
-            _probe_kernel().warmup(torch.int32, 1024, BLOCK=1024, grid=(1,))
-        except Exception:  # noqa: BLE001
-            pass
+            import triton
+            from triton.backends.compiler import GPUTarget
+            from triton.compiler import ASTSource
+            src = ASTSource(_probe_kernel(), {"ptr": "*i32", "n": "i32", "BLOCK": "constexpr"}, {"BLOCK": 1024})
+            triton.compile(src, target=GPUTarget("cuda", _device_capability(), 32))
+            PREPARED["probe"] = True
+        except Exception as exc:  # noqa: BLE001
+            PREPARED["probe"] = repr(exc)[:200]
     return lookup
