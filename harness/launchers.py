@@ -219,7 +219,7 @@ def _device_capability():
 PREPARED = {}  # what prepare_standby did, for diagnostics: lookup, utils, probe (True or the error)
 
 
-def prepare_standby(directory=None, compile_probe=True):
+def prepare_standby(directory=None, probe=None):
     """What a process started ahead of its kernel (test.py's standby, the profiler's) does for Triton
     while it waits, so that the kernel's first call pays only for its own compile:
 
@@ -227,11 +227,12 @@ def prepare_standby(directory=None, compile_probe=True):
       are looked up there first, as a worker does (SharedLookup: only the build of the very source
       this process generated is ever loaded);
     - the driver's C utilities are built or loaded (`driver.active`), host-side;
-    - with `compile_probe`, a harness kernel is compiled for the device's capability (read from the
-      driver API) and neither loaded nor launched: the compiler's own start-up (its modules, LLVM,
-      ptxas) is paid here.
+    - with `probe`, a harness kernel is compiled and not launched, so that the compiler's own start-up
+      (its modules, LLVM, ptxas) is paid here: "jit" through Triton's JIT (its device queries create
+      a CUDA context: for a process that has one anyway, the profiler's), "host" for the device's
+      capability read from the driver API (no context).
 
-    No CUDA context is created, nothing is launched and no tensor is allocated. Each step is
+    Without probe="jit" no CUDA context is created; nothing is launched and no tensor allocated. Each step is
     best-effort (the cpu platform's interpreter has no driver): a failure only leaves that cost to
     the kernel's first call. KAGENT_STANDBY_PREPARE=0 skips all of it (the standbys as they were:
     for measuring this). Returns the SharedLookup, or None."""
@@ -254,7 +255,14 @@ def prepare_standby(directory=None, compile_probe=True):
     except Exception as exc:  # noqa: BLE001
         PREPARED["utils"] = repr(exc)[:200]
         return lookup
-    if compile_probe:
+    if probe == "jit":
+        try:
+            import torch
+            _probe_kernel().warmup(torch.int32, 1024, BLOCK=1024, grid=(1,))
+            PREPARED["probe"] = True
+        except Exception as exc:  # noqa: BLE001
+            PREPARED["probe"] = repr(exc)[:200]
+    elif probe == "host":
         try:
             import triton
             from triton.backends.compiler import GPUTarget

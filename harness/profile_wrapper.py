@@ -264,7 +264,7 @@ def main(argv=None):
         return run_standby(torch, core, args, problem_path)
     if args.launchers:
         import launchers
-        launchers.prepare_standby(args.launchers, compile_probe=False)
+        launchers.prepare_standby(args.launchers)
     if not batch:
         return run_single(torch, core, args, problem_path, kernels[0][1])
     return run_batch(torch, core, args, problem_path, kernels)
@@ -324,7 +324,7 @@ def run_standby(torch, core, args, problem_path):
     # The launchers the judge's workers built (with --launchers), the driver's utilities and a
     # compile of a harness kernel (not launched: nothing for the profiler to see).
     import launchers
-    launchers.prepare_standby(args.launchers)
+    launchers.prepare_standby(args.launchers, probe="jit")
     mark("triton prepared")
     mark("standby ready")
     ready = os.path.join(directory, "standby.ready")

@@ -4,9 +4,9 @@ device time on an H100, most of it a new interpreter importing torch and Triton)
     python test_standby.py --dir DIR --test TEST [--idle-s S] [--launchers SHARED]
 
 Imports torch and Triton and prepares Triton host-side (launchers.prepare_standby: the driver's
-utilities, a compile of a harness kernel for the device's capability, and with --launchers the
-judge's read-only shared launcher directory looked up first, as a worker does; no CUDA context: a
-compile through the JIT created one of 518 MiB in every waiting standby on an H100), then waits for DIR/go (the kernel is in DIR/kernel.py by then) and runs
+utilities, and with --launchers the judge's read-only shared launcher directory looked up first, as
+a worker does; no compile of a harness kernel: through the JIT it created a CUDA context of 518 MiB
+in every waiting standby on an H100), then waits for DIR/go (the kernel is in DIR/kernel.py by then) and runs
 TEST as `python TEST` would in DIR: sys.argv is [TEST], sys.path[0] is TEST's directory, the script
 runs as __main__, and its exit status is the process's. It runs once and exits, so no candidate
 shares a process with another. Nothing runs on the device before the test does. With no go within
