@@ -106,35 +106,29 @@ class StandbyTest(unittest.TestCase):
         out, _ = proc.communicate(timeout=120)
         return proc.returncode, out
 
-    def test_the_users_test_loads_the_shared_build_of_its_own_source(self):
+    def outcome(self, planted, asked, pass_dir=True):
+        """test.py asks for the module of answer `asked` with one of answer `planted` in the shared
+        directory; returns the test's output and the directory."""
         with tempfile.TemporaryDirectory() as tmp:
             shared = os.path.join(tmp, "shared")
             os.makedirs(shared)
-            compile_into(shared, "kagent_probe_t", source("kagent_probe_t", 7))
-            rc, out = self.run_standby(tmp, shared, source("kagent_probe_t", 7))
+            compile_into(shared, "kagent_probe_t", source("kagent_probe_t", planted))
+            rc, out = self.run_standby(tmp, shared if pass_dir else None, source("kagent_probe_t", asked))
             self.assertEqual(rc, 0, out)
-            self.assertIn("answer 7", out)
-            self.assertIn("from " + shared, out)
+            self.assertIn(f"answer {asked}", out)
+            return out, shared
+
+    def test_the_users_test_loads_the_shared_build_of_its_own_source(self):
+        out, shared = self.outcome(7, 7)
+        self.assertIn("from " + shared, out)
 
     def test_a_planted_module_under_another_source_is_not_loaded(self):
-        with tempfile.TemporaryDirectory() as tmp:
-            shared = os.path.join(tmp, "shared")
-            os.makedirs(shared)
-            compile_into(shared, "kagent_probe_t", source("kagent_probe_t", 666))
-            rc, out = self.run_standby(tmp, shared, source("kagent_probe_t", 8))
-            self.assertEqual(rc, 0, out)
-            self.assertIn("answer 8", out)
-            self.assertNotIn("from " + shared, out)
+        out, shared = self.outcome(666, 8)
+        self.assertNotIn("from " + shared, out)
 
     def test_without_the_option_nothing_is_looked_up(self):
-        with tempfile.TemporaryDirectory() as tmp:
-            shared = os.path.join(tmp, "shared")
-            os.makedirs(shared)
-            compile_into(shared, "kagent_probe_t", source("kagent_probe_t", 7))
-            rc, out = self.run_standby(tmp, None, source("kagent_probe_t", 7))
-            self.assertEqual(rc, 0, out)
-            self.assertIn("answer 7", out)
-            self.assertNotIn("from " + shared, out)
+        out, shared = self.outcome(7, 7, pass_dir=False)
+        self.assertNotIn("from " + shared, out)
 
 
 class OfferTest(unittest.TestCase):

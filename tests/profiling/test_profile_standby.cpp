@@ -256,26 +256,22 @@ TEST(ProfilerStandby, OffByEnvironmentForOtherToolsAndOnceTheRunStops) {
 // under any other sandbox the wrapper is not told of it, since the kernel could write there.
 TEST(ProfilerStandby, TheWrapperIsToldOfTheJudgesLaunchersOnlyUnderBwrap) {
   NEED_HARNESS_PYTHON();
-  const auto shared = [](const standby_case& c) { return c.a.root / "workers/gpu0/launchers/shared"; };
-  {
+  for (const std::string mode : {"off", "bwrap"}) {
+    if (mode == "bwrap" && !probe_bwrap().ok) GTEST_SKIP() << "bwrap does not work here: " << probe_bwrap().why;
     standby_case c;
-    c.like.shared_launchers = shared(c);
-    c.like.sandbox_mode = "off";
+    const std::string shared = c.a.root / "workers/gpu0/launchers/shared";
+    c.like.shared_launchers = shared;
+    c.like.sandbox_mode = mode;
     profiler_standby sb;
-    ASSERT_TRUE(sb.start(c.like, 300));
+    ASSERT_TRUE(sb.start(c.like, 300)) << mode;
     const auto launcher = read_file((c.standby_dir(1) / "standby_d0_1_wrapper.py").string());
     EXPECT_NE(launcher.find("\"--standby\""), std::string::npos) << launcher;
-    EXPECT_EQ(launcher.find("--launchers"), std::string::npos) << launcher;
+    if (mode == "bwrap") {
+      EXPECT_NE(launcher.find("\"--launchers\", \"" + shared + "\""), std::string::npos) << launcher;
+      EXPECT_TRUE(fs::is_directory(shared));
+    } else {
+      EXPECT_EQ(launcher.find("--launchers"), std::string::npos) << launcher;
+    }
     sb.stop();
   }
-  if (!probe_bwrap().ok) GTEST_SKIP() << "bwrap does not work here: " << probe_bwrap().why;
-  standby_case c;
-  c.like.shared_launchers = shared(c);
-  c.like.sandbox_mode = "bwrap";
-  profiler_standby sb;
-  ASSERT_TRUE(sb.start(c.like, 300));
-  const auto launcher = read_file((c.standby_dir(1) / "standby_d0_1_wrapper.py").string());
-  EXPECT_NE(launcher.find("\"--launchers\", \"" + shared(c) + "\""), std::string::npos) << launcher;
-  EXPECT_TRUE(fs::is_directory(shared(c)));
-  sb.stop();
 }
