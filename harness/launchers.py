@@ -203,17 +203,30 @@ def _probe_kernel():
 
 
 def _device_capability():
-    """The first visible device's compute capability (e.g. 90) from the driver API, without creating
-    a context (cuInit and two attribute queries; torch's own queries created one: 518 MiB on an H100)."""
+    """The compute capability (e.g. 90) of the first visible device, from NVML: no CUDA call at all
+    (a CUDA driver initialised in this process would keep a test.py that forks from using CUDA in
+    its children, and torch's own queries created a context: 518 MiB on an H100). Falls back to 80
+    (the probe only warms the compiler up; its binary is never used)."""
     import ctypes
-    cuda = ctypes.CDLL("libcuda.so.1")
-    dev, major, minor = ctypes.c_int(), ctypes.c_int(), ctypes.c_int()
-    if cuda.cuInit(0) != 0 or cuda.cuDeviceGet(ctypes.byref(dev), 0) != 0:
-        raise RuntimeError("no CUDA device")
-    if cuda.cuDeviceGetAttribute(ctypes.byref(major), 75, dev) != 0 or \
-            cuda.cuDeviceGetAttribute(ctypes.byref(minor), 76, dev) != 0:  # COMPUTE_CAPABILITY_MAJOR/MINOR
-        raise RuntimeError("no compute capability")
-    return major.value * 10 + minor.value
+    try:
+        nvml = ctypes.CDLL("libnvidia-ml.so.1")
+        if nvml.nvmlInit_v2() != 0:
+            return 80
+        try:
+            handle = ctypes.c_void_p()
+            first = os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")[0].strip()
+            if first.startswith(("GPU-", "MIG-")):
+                rc = nvml.nvmlDeviceGetHandleByUUID(first.encode(), ctypes.byref(handle))
+            else:
+                rc = nvml.nvmlDeviceGetHandleByIndex_v2(int(first) if first.isdigit() else 0, ctypes.byref(handle))
+            major, minor = ctypes.c_int(), ctypes.c_int()
+            if rc != 0 or nvml.nvmlDeviceGetCudaComputeCapability(handle, ctypes.byref(major), ctypes.byref(minor)) != 0:
+                return 80
+            return major.value * 10 + minor.value
+        finally:
+            nvml.nvmlShutdown()
+    except (OSError, AttributeError, ValueError):
+        return 80
 
 
 PREPARED = {}  # what prepare_standby did, for diagnostics: lookup, utils, probe (True or the error)
@@ -226,13 +239,14 @@ def prepare_standby(directory=None, probe=None):
     - with `directory` (the judge's shared launcher directory, read-only in this sandbox), launchers
       are looked up there first, as a worker does (SharedLookup: only the build of the very source
       this process generated is ever loaded);
-    - the driver's C utilities are built or loaded (`driver.active`), host-side;
+    - the driver's C utilities are built or loaded (`CudaUtils`), host-side, without initialising
+      CUDA;
     - with `probe`, a harness kernel is compiled and not launched, so that the compiler's own start-up
       (its modules, LLVM, ptxas) is paid here: "jit" through Triton's JIT (its device queries create
       a CUDA context: for a process that has one anyway, the profiler's), "host" for the device's
-      capability read from the driver API (no context).
+      capability read from NVML (no CUDA call: test.py's standby).
 
-    Without probe="jit" no CUDA context is created; nothing is launched and no tensor allocated. Each step is
+    Without probe="jit" CUDA is not even initialised; nothing is launched and no tensor allocated. Each step is
     best-effort (the cpu platform's interpreter has no driver): a failure only leaves that cost to
     the kernel's first call. KAGENT_STANDBY_PREPARE=0 skips all of it (the standbys as they were:
     for measuring this). Returns the SharedLookup, or None."""
@@ -248,13 +262,17 @@ def prepare_standby(directory=None, probe=None):
     PREPARED["lookup"] = lookup is not None
     if os.environ.get("TRITON_INTERPRET") == "1":
         return lookup
+    import torch
+    if torch.version.cuda is None or getattr(torch.version, "hip", None):
+        return lookup  # the launcher sharing and these preparations are NVIDIA's
     try:
-        from triton.runtime import driver
-        driver.active.utils  # noqa: B018 - builds or loads cuda_utils
+        # The utilities themselves, not triton's driver.active: choosing the active driver asks
+        # torch.cuda.is_available(), which initialises CUDA in this process.
+        from triton.backends.nvidia.driver import CudaUtils
+        CudaUtils()
         PREPARED["utils"] = True
     except Exception as exc:  # noqa: BLE001
         PREPARED["utils"] = repr(exc)[:200]
-        return lookup
     if probe == "jit":
         try:
             import torch

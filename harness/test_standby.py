@@ -4,12 +4,15 @@ device time on an H100, most of it a new interpreter importing torch and Triton)
     python test_standby.py --dir DIR --test TEST [--idle-s S] [--launchers SHARED]
 
 Imports torch and Triton and prepares Triton host-side (launchers.prepare_standby: the driver's
-utilities, and with --launchers the judge's read-only shared launcher directory looked up first, as
-a worker does; no compile of a harness kernel: through the JIT it created a CUDA context of 518 MiB
-in every waiting standby on an H100), then waits for DIR/go (the kernel is in DIR/kernel.py by then) and runs
+utilities, a compile of a harness kernel for the capability NVML reports, and with --launchers the
+judge's read-only shared launcher directory looked up first, as a worker does), then waits for
+DIR/go (the kernel is in DIR/kernel.py by then) and runs
 TEST as `python TEST` would in DIR: sys.argv is [TEST], sys.path[0] is TEST's directory, the script
 runs as __main__, and its exit status is the process's. It runs once and exits, so no candidate
-shares a process with another. Nothing runs on the device before the test does. With no go within
+shares a process with another. Nothing runs on the device before the test does, and CUDA is not
+even initialised: a compile through Triton's JIT created a context of 518 MiB in every waiting
+standby on an H100, and a CUDA initialised before the test would keep a test.py that forks from
+using CUDA in its children (as `torch.cuda.is_available()` would). With no go within
 --idle-s seconds it exits 75 ("standby: no test came").
 """
 import argparse
@@ -28,7 +31,7 @@ def main():
     import torch  # noqa: F401 - what every test.py of a kernel directory pays for first
     import triton  # noqa: F401
     import launchers  # this directory's (sys.path[0] until the test's own directory replaces it)
-    launchers.prepare_standby(a.launchers)
+    launchers.prepare_standby(a.launchers, probe="host")
     go = os.path.join(a.dir, "go")
     deadline = time.monotonic() + a.idle_s
     while not os.path.exists(go):

@@ -131,6 +131,55 @@ class StandbyTest(unittest.TestCase):
         self.assertNotIn("from " + shared, out)
 
 
+class PrepareTest(unittest.TestCase):
+    """launchers.prepare_standby(probe="host"), test.py's standby: Triton's compiler is warmed up (a
+    harness kernel compiled for an NVIDIA target, which needs no device) while CUDA is never
+    initialised: no torch.cuda query, no device count (the CUDA driver initialised before the test
+    would keep a test.py that forks from using CUDA in its children, and a query through Triton's JIT
+    created a 518 MiB context in each waiting standby on an H100)."""
+
+    def test_the_host_probe_compiles_without_initialising_cuda(self):
+        import subprocess
+        import sys
+        import torch
+        if torch.version.cuda is None:
+            self.skipTest("a torch without CUDA: the NVIDIA preparation is skipped")
+        # A process of its own, as a standby is: Triton imported without the cpu platform's interpreter.
+        script = (
+            "import json, sys, torch\n"
+            "sys.path.insert(0, sys.argv[1])\n"
+            "touched = []\n"
+            "def trap(name):\n"
+            "    def f(*a, **k):\n"
+            "        touched.append(name)\n"
+            "        raise AssertionError(name + ' called')\n"
+            "    return f\n"
+            "for owner, name in [(torch.cuda, 'is_available'), (torch.cuda, 'init'), (torch.cuda, 'current_device'),\n"
+            "                    (torch.cuda, 'get_device_capability'), (torch._C, '_cuda_getDeviceCount')]:\n"
+            "    setattr(owner, name, trap(name))\n"
+            "import launchers\n"
+            "launchers.prepare_standby(None, probe='host')\n"
+            "print(json.dumps({'touched': touched, 'probe': launchers.PREPARED.get('probe'),\n"
+            "                  'initialized': torch.cuda.is_initialized()}))\n")
+        with tempfile.TemporaryDirectory() as tmp:
+            env = {k: v for k, v in os.environ.items() if k not in ("TRITON_INTERPRET", "KAGENT_STANDBY_PREPARE")}
+            env["TRITON_CACHE_DIR"] = tmp
+            proc = subprocess.run([sys.executable, "-c", script, support.HARNESS], env=env, capture_output=True,
+                                  text=True, timeout=300)
+        self.assertEqual(proc.returncode, 0, proc.stderr[-3000:])
+        import json
+        got = json.loads(proc.stdout.strip().splitlines()[-1])
+        self.assertEqual(got, {"touched": [], "probe": True, "initialized": False}, proc.stderr[-3000:])
+
+    def test_knob_off_does_nothing(self):
+        os.environ["KAGENT_STANDBY_PREPARE"] = "0"
+        try:
+            self.assertIsNone(launchers.prepare_standby("/nonexistent", probe="host"))
+            self.assertEqual(launchers.PREPARED, {})
+        finally:
+            del os.environ["KAGENT_STANDBY_PREPARE"]
+
+
 class OfferTest(unittest.TestCase):
     def test_malformed_or_oversized_reports_start_no_build(self):
         with tempfile.TemporaryDirectory() as tmp:
