@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "platform/common/stop.hpp"
+#include "platform/nvidia/ncu_plan.hpp"
 #include "runner_support.hpp"
 
 namespace fs = std::filesystem;
@@ -94,11 +95,14 @@ TEST(ProfilerStandby, ABatchGoesToTheWaitingProcessAndEachKernelGetsTheLaunchesO
   ASSERT_TRUE(sb.start(c.like, 300));
   EXPECT_TRUE(sb.waiting());
   ASSERT_TRUE(c.wait_ready(1)) << "the standby never became ready";
-  // Started before the kernels existed: an NVTX filter, no name filter, the wrapper in standby mode.
+  // Started before the kernels existed: an NVTX filter, no name (only PyTorch's own kernels left out),
+  // the wrapper in standby mode.
   auto calls = c.fake_calls();
   ASSERT_EQ(calls.size(), 1u);
   const auto argv = calls[0]["argv"].get<std::vector<std::string>>();
-  EXPECT_EQ(std::find(argv.begin(), argv.end(), "--kernel-name"), argv.end());
+  auto k = std::find(argv.begin(), argv.end(), "--kernel-name");
+  ASSERT_NE(k, argv.end());
+  EXPECT_EQ(*(k + 1), ncu_not_pytorch_filter);
   auto n = std::find(argv.begin(), argv.end(), "--nvtx-include");
   ASSERT_NE(n, argv.end());
   EXPECT_EQ(*(n + 1), "kagent_measured/");
