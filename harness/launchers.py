@@ -229,27 +229,27 @@ def _device_capability():
         return 80
 
 
-PREPARED = {}  # what prepare_standby did, for diagnostics: lookup, utils, probe (True or the error)
+PREPARED = {}  # what prepare_triton did, for diagnostics: lookup, utils, probe (True or the error)
 
 
-def prepare_standby(directory=None, probe=None):
+def prepare_triton(directory=None, compile_probe=False):
     """What a process started ahead of its kernel (test.py's standby, the profiler's) does for Triton
     while it waits, so that the kernel's first call pays only for its own compile:
 
     - with `directory` (the judge's shared launcher directory, read-only in this sandbox), launchers
       are looked up there first, as a worker does (SharedLookup: only the build of the very source
       this process generated is ever loaded);
-    - the driver's C utilities are built or loaded (`CudaUtils`), host-side, without initialising
-      CUDA;
-    - with `probe`, a harness kernel is compiled and not launched, so that the compiler's own start-up
-      (its modules, LLVM, ptxas) is paid here: "jit" through Triton's JIT (its device queries create
-      a CUDA context: for a process that has one anyway, the profiler's), "host" for the device's
-      capability read from NVML (no CUDA call: test.py's standby).
+    - the driver's C utilities are built or loaded (`CudaUtils`), host-side;
+    - with `compile_probe`, a harness kernel is compiled for the capability NVML reports and never
+      loaded nor launched, so that the compiler's own start-up (its modules, LLVM, ptxas) is paid
+      here.
 
-    Without probe="jit" CUDA is not even initialised; nothing is launched and no tensor allocated. Each step is
-    best-effort (the cpu platform's interpreter has no driver): a failure only leaves that cost to
-    the kernel's first call. KAGENT_STANDBY_PREPARE=0 skips all of it (the standbys as they were:
-    for measuring this). Returns the SharedLookup, or None."""
+    CUDA is not even initialised (a compile through Triton's JIT created a context: 518 MiB in each
+    waiting test.py standby on an H100; and a CUDA initialised before test.py would keep a test that
+    forks from using CUDA in its children). Each step is best-effort (the cpu platform's interpreter
+    has no driver): a failure only leaves that cost to the kernel's first call.
+    KAGENT_STANDBY_PREPARE=0 skips all of it (the standbys as they were: for measuring this).
+    Returns the SharedLookup, or None."""
     PREPARED.clear()
     if os.environ.get("KAGENT_STANDBY_PREPARE") == "0":
         return None
@@ -273,14 +273,7 @@ def prepare_standby(directory=None, probe=None):
         PREPARED["utils"] = True
     except Exception as exc:  # noqa: BLE001
         PREPARED["utils"] = repr(exc)[:200]
-    if probe == "jit":
-        try:
-            import torch
-            _probe_kernel().warmup(torch.int32, 1024, BLOCK=1024, grid=(1,))
-            PREPARED["probe"] = True
-        except Exception as exc:  # noqa: BLE001
-            PREPARED["probe"] = repr(exc)[:200]
-    elif probe == "host":
+    if compile_probe:
         try:
             import triton
             from triton.backends.compiler import GPUTarget

@@ -28,7 +28,7 @@ output shape: ..." or "kernel ID failed: ..." per kernel and exits 0 once the ba
 
 Standby mode (--standby DIR, the profile runner's ncu_standby): the process a profiler starts before
 its kernels exist. It imports torch, Triton and the problem, creates its CUDA context and prepares
-Triton (launchers.prepare_standby: the driver's utilities and a compile of a harness kernel; no kernel
+Triton (launchers.prepare_triton: the driver's utilities and a compile of a harness kernel; no kernel
 launch, no input: the device may be timing another candidate meanwhile), writes DIR/standby.ready,
 then waits for DIR/batch.json ({"kernels": [[ID, PATH], ...]}, written once by the runner) and runs
 that batch as --batch does but without markers: the profiler was started with an NVTX filter
@@ -264,7 +264,7 @@ def main(argv=None):
         return run_standby(torch, core, args, problem_path)
     if args.launchers:
         import launchers
-        launchers.prepare_standby(args.launchers)
+        launchers.prepare_triton(args.launchers)
     if not batch:
         return run_single(torch, core, args, problem_path, kernels[0][1])
     return run_batch(torch, core, args, problem_path, kernels)
@@ -324,7 +324,7 @@ def run_standby(torch, core, args, problem_path):
     # The launchers the judge's workers built (with --launchers), the driver's utilities and a
     # compile of a harness kernel (not launched: nothing for the profiler to see).
     import launchers
-    launchers.prepare_standby(args.launchers, probe="jit")
+    launchers.prepare_triton(args.launchers, compile_probe=True)
     mark("triton prepared")
     mark("standby ready")
     ready = os.path.join(directory, "standby.ready")

@@ -3,7 +3,7 @@ device time on an H100, most of it a new interpreter importing torch and Triton)
 
     python test_standby.py --dir DIR --test TEST [--idle-s S] [--launchers SHARED]
 
-Imports torch and Triton and prepares Triton host-side (launchers.prepare_standby: the driver's
+Imports torch and Triton and prepares Triton host-side (launchers.prepare_triton: the driver's
 utilities, a compile of a harness kernel for the capability NVML reports, and with --launchers the
 judge's read-only shared launcher directory looked up first, as a worker does), then waits for
 DIR/go (the kernel is in DIR/kernel.py by then) and runs
@@ -31,7 +31,7 @@ def main():
     import torch  # noqa: F401 - what every test.py of a kernel directory pays for first
     import triton  # noqa: F401
     import launchers  # this directory's (sys.path[0] until the test's own directory replaces it)
-    launchers.prepare_standby(a.launchers, probe="host")
+    launchers.prepare_triton(a.launchers, compile_probe=True)
     go = os.path.join(a.dir, "go")
     deadline = time.monotonic() + a.idle_s
     while not os.path.exists(go):

@@ -1,5 +1,5 @@
 #!/bin/bash
-# One device call: what the standbys' Triton preparation saves (launchers.prepare_standby: the judge's
+# One device call: what the standbys' Triton preparation saves (launchers.prepare_triton: the judge's
 # shared launchers, the driver's utilities, a compile of a harness kernel), side by side in one call.
 #   A  cold matvec run (run_trusted.sh run: beam 2x3, 2 rounds, instant replay replies, real ncu,
 #      sandboxed), an empty cache, KAGENT_STANDBY_PREPARE=0 (the standbys as before);

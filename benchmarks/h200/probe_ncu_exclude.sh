@@ -1,6 +1,6 @@
 #!/bin/bash
 # Does ncu take a kernel-name filter that leaves PyTorch's own kernels out of the measured range
-# (--kernel-name regex:^(?!void at::|at::), demangled names, beside the NVTX filter)? Runs the
+# (--kernel-name regex:<not_pytorch_kernel_regex of profile_common.hpp>, demangled names, beside the NVTX filter)? Runs the
 # wrapper on the replay set's split-K kernel (three launches in its measured call: PyTorch's fill,
 # the Triton kernel, PyTorch's conversion) with the run's metric list, with and without it, twice
 # each; prints each command's wall time and the kernels in its CSV. Files in $OUT/excl/.
@@ -15,7 +15,7 @@ PY
 metrics=$(grep -oE '"[a-z0-9_]+__[a-z0-9_.]+"' platform/nvidia/ncu_plan.cpp | tr -d '"' | paste -sd,)
 for rep in 1 2; do
   for mode in plain excl; do
-    extra=(); [ $mode = excl ] && extra=(--kernel-name "regex:^(?!void at::|at::)")
+    extra=(); [ $mode = excl ] && extra=(--kernel-name "regex:$(grep -oE "not_pytorch_kernel_regex = \"[^\"]+" platform/profile_core/profile_common.hpp | cut -d\" -f2)")
     t0=$(date +%s.%N)
     $ncu --csv --page raw --print-units base --kernel-name-base demangled --target-processes all \
       --replay-mode kernel --profile-from-start on --log-file $out/${mode}_$rep.csv --metrics $metrics \

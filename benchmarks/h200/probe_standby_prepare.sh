@@ -1,15 +1,15 @@
 #!/bin/bash
-# Does launchers.prepare_standby (probe=$PROBE, default host) create a CUDA context? A process
+# Does launchers.prepare_triton (a waiting standby's preparation) create a CUDA context? A process
 # prepares, then waits; nvidia-smi's compute apps are read while it waits. Prints what it did
 # (launchers.PREPARED), how long it took, and whether its pid holds device memory.
 set -u
-python3 - ${PROBE:-host} <<'PY' &
+python3 - <<'PY' &
 import sys, time
 sys.path.insert(0, "harness")
 import torch, triton  # noqa: F401
 import launchers
 t0 = time.perf_counter()
-launchers.prepare_standby(None, probe=sys.argv[1] if len(sys.argv) > 1 else "host")
+launchers.prepare_triton(None, compile_probe=True)
 print("prepared", launchers.PREPARED, f"{time.perf_counter() - t0:.2f} s", flush=True)
 time.sleep(6)
 PY

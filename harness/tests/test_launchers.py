@@ -132,11 +132,11 @@ class StandbyTest(unittest.TestCase):
 
 
 class PrepareTest(unittest.TestCase):
-    """launchers.prepare_standby(probe="host"), test.py's standby: Triton's compiler is warmed up (a
-    harness kernel compiled for an NVIDIA target, which needs no device) while CUDA is never
-    initialised: no torch.cuda query, no device count (the CUDA driver initialised before the test
-    would keep a test.py that forks from using CUDA in its children, and a query through Triton's JIT
-    created a 518 MiB context in each waiting standby on an H100)."""
+    """launchers.prepare_triton(compile_probe=True), as both standbys call it: Triton's compiler is
+    warmed up (a harness kernel compiled for an NVIDIA target, which needs no device) while CUDA is
+    never initialised: no torch.cuda query, no device count (the CUDA driver initialised before the
+    test would keep a test.py that forks from using CUDA in its children, and a query through
+    Triton's JIT created a 518 MiB context in each waiting standby on an H100)."""
 
     def test_the_host_probe_compiles_without_initialising_cuda(self):
         import subprocess
@@ -158,7 +158,7 @@ class PrepareTest(unittest.TestCase):
             "                    (torch.cuda, 'get_device_capability'), (torch._C, '_cuda_getDeviceCount')]:\n"
             "    setattr(owner, name, trap(name))\n"
             "import launchers\n"
-            "launchers.prepare_standby(None, probe='host')\n"
+            "launchers.prepare_triton(None, compile_probe=True)\n"
             "print(json.dumps({'touched': touched, 'probe': launchers.PREPARED.get('probe'),\n"
             "                  'initialized': torch.cuda.is_initialized()}))\n")
         with tempfile.TemporaryDirectory() as tmp:
@@ -174,7 +174,7 @@ class PrepareTest(unittest.TestCase):
     def test_knob_off_does_nothing(self):
         os.environ["KAGENT_STANDBY_PREPARE"] = "0"
         try:
-            self.assertIsNone(launchers.prepare_standby("/nonexistent", probe="host"))
+            self.assertIsNone(launchers.prepare_triton("/nonexistent", compile_probe=True))
             self.assertEqual(launchers.PREPARED, {})
         finally:
             del os.environ["KAGENT_STANDBY_PREPARE"]

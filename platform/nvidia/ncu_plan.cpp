@@ -77,10 +77,10 @@ ncu_invocation plan_ncu(const ncu_target& t, double timeout_s) {
   inv.argv.insert(inv.argv.end(), {"--log-file", inv.log_file, "--metrics", metrics});
   if (!t.nvtx_include.empty()) {
     // No name is known, but PyTorch's own kernels in the range (a fill, a dtype conversion) are
-    // never what the search reads (SPEC §5.2: the consumers skip at::/void at::): leaving them out
+    // never what the search reads (is_pytorch_kernel; SPEC §5.2): leaving them out
     // saved 0.45 s of replay each on an H100 (RESULTS, seventh session).
     inv.argv.insert(inv.argv.end(), {"--nvtx", "--nvtx-include", t.nvtx_include, "--kernel-name",
-                                     ncu_not_pytorch_filter});
+                                     std::string("regex:") + not_pytorch_kernel_regex});
   } else if (!t.kernel_name.empty()) {
     inv.kernel_filter = t.kernel_name;
     inv.argv.insert(inv.argv.end(), {"--kernel-name", t.kernel_name});

@@ -33,15 +33,11 @@ struct ncu_target {
   std::string binary;       ///< see find_ncu_binary
   std::string kernel_name;  ///< the Triton kernel's name; empty: no filter
   bool use_sudo = false;    ///< prefix `sudo -E --preserve-env=...`
-  /// Non-empty: `--nvtx --nvtx-include <it>` and, instead of a name, ncu_not_pytorch_filter (a
-  /// standby profiler is started before its kernels' names are known; "kagent_measured/" profiles
+  /// Non-empty: `--nvtx --nvtx-include <it>` and, instead of a name, `regex:` not_pytorch_kernel_regex
+  /// (a standby profiler is started before its kernels' names are known; "kagent_measured/" profiles
   /// exactly the wrapper's measured calls, less PyTorch's own kernels in them).
   std::string nvtx_include;
 };
-
-/// ncu's kernel filter of a standby: every kernel but PyTorch's (demangled names `at::...` and
-/// `void at::...`), a regular expression with a negative lookahead (seen working on ncu of CUDA 13).
-inline constexpr const char* ncu_not_pytorch_filter = "regex:^(?!void at::|at::)";
 
 struct ncu_invocation {
   std::vector<std::string> argv;

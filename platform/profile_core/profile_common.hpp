@@ -40,6 +40,10 @@ std::optional<double> parse_number(std::string_view text);
 /// never the kernel being optimized.
 bool is_pytorch_kernel(std::string_view name);
 
+/// is_pytorch_kernel as a profiler's own name filter: an ECMAScript regular expression (a negative
+/// lookahead) that matches exactly the names without "at::". ncu takes it as `--kernel-name regex:<it>`.
+inline constexpr const char* not_pytorch_kernel_regex = "^(?!.*at::)";
+
 /// The single kernel-selection rule (SPEC §5.4, §14 A.14, B.85): among (name, total time) entries
 /// whose name lacks "at::", the largest total; a tie keeps the later entry. Entries with the same
 /// name are summed first. nullopt when every entry is a PyTorch kernel (or there is none).

@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <regex>
+
 #include "platform/common/errors.hpp"
 #include "platform/profile_core/profile_common.hpp"
 #include "platform/common/files.hpp"
@@ -44,6 +46,15 @@ TEST(ProfileCommon, BusiestKernelSkipsPyTorchKernelsAndTieKeepsTheLater) {
   EXPECT_EQ(*busiest_kernel({{"a", 3}, {"b", 5}, {"a", 3}}), "a");  // same name sums: 6 > 5
   EXPECT_FALSE(busiest_kernel({{"at::x", 1}}));
   EXPECT_FALSE(busiest_kernel({}));
+}
+
+// The profiler-side filter (ncu's --kernel-name regex:) keeps exactly what is_pytorch_kernel does not.
+TEST(ProfileCommon, TheNotPyTorchRegexAgreesWithIsPytorchKernel) {
+  const std::regex re(not_pytorch_kernel_regex);  // ECMAScript, as ncu's regex: filter
+  for (const char* name : {"matvec_splitk_kernel", "_rmsnorm_fwd", "void at::native::vectorized_elementwise_kernel<4>",
+                           "at::native::reduce_kernel", "void cub::DeviceReduceKernel<at::native::Op>(int)",
+                           "kernel_with_at_in_name", "attention_kernel"})
+    EXPECT_EQ(std::regex_search(name, re), !is_pytorch_kernel(name)) << name;
 }
 
 TEST(ProfileCommon, UnreadableFileNamesThePath) {

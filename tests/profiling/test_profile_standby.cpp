@@ -8,7 +8,7 @@
 #include <thread>
 
 #include "platform/common/stop.hpp"
-#include "platform/nvidia/ncu_plan.hpp"
+#include "platform/profile_core/profile_common.hpp"
 #include "runner_support.hpp"
 
 namespace fs = std::filesystem;
@@ -102,7 +102,7 @@ TEST(ProfilerStandby, ABatchGoesToTheWaitingProcessAndEachKernelGetsTheLaunchesO
   const auto argv = calls[0]["argv"].get<std::vector<std::string>>();
   auto k = std::find(argv.begin(), argv.end(), "--kernel-name");
   ASSERT_NE(k, argv.end());
-  EXPECT_EQ(*(k + 1), ncu_not_pytorch_filter);
+  EXPECT_EQ(*(k + 1), std::string("regex:") + not_pytorch_kernel_regex);
   auto n = std::find(argv.begin(), argv.end(), "--nvtx-include");
   ASSERT_NE(n, argv.end());
   EXPECT_EQ(*(n + 1), "kagent_measured/");
