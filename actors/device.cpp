@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <optional>
 
@@ -239,14 +240,15 @@ profile_result device_state::run_profile(const profile& p) {
   kernel_profile_outcome o;
   try {
     if (should_give_up()) throw std::runtime_error("cancelled before it started");
-    o = profile_kernels({make_request(*ctx_, device_id_, p, unnamed_)}, &standby_).front();
+    // The next standby starts beside this profile, except after the final one (no profile follows).
+    o = profile_kernels({make_request(*ctx_, device_id_, p, unnamed_)}, &standby_, p.label != "final").front();
   } catch (const std::exception& e) {
     // profile_kernel reports tool failures itself; this is a bad request (e.g. a negative device id).
     o.ok = false;
     o.error = std::string("profiler: ") + e.what();
     o.invocation = "setup";
   }
-  arm_standby();
+  if (p.label != "final") arm_standby();  // after the final profile none follows
   return result_of(p, std::move(o));
 }
 
@@ -295,7 +297,8 @@ std::vector<profile_result> device_state::run_profile_batch(const profile_batch&
       out[i] = result_of(p, std::move(o));
     }
   }
-  auto outcomes = profile_kernels(reqs, &standby_);
+  const bool more = std::any_of(b.items.begin(), b.items.end(), [](const profile& p) { return p.label != "final"; });
+  auto outcomes = profile_kernels(reqs, &standby_, more);
   for (size_t k = 0; k < index.size() && k < outcomes.size(); ++k)
     out[index[k]] = result_of(b.items[index[k]], std::move(outcomes[k]));
   arm_standby();

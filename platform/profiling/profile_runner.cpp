@@ -801,6 +801,8 @@ bool profiler_standby::start(const kernel_profile_request& like, double idle_s) 
     if (!p_->ended()) return true;
     take({});  // ended by itself: reaped and counted
   }
+  last_like_ = like;
+  last_idle_s_ = idle_s;
   if (ended_early_ >= 2 || like.platform != "nvidia" || like.dir.empty() || idle_s <= 0 || should_give_up() ||
       env_get(like.env, "KAGENT_NCU_STANDBY").value_or("") == "0")
     return false;
@@ -841,6 +843,12 @@ bool profiler_standby::start(const kernel_profile_request& like, double idle_s) 
   ++started_;
   p_ = std::move(p);
   return true;
+}
+
+bool profiler_standby::start_next() {
+  if (!last_like_ || env_get(last_like_->env, "KAGENT_NCU_STANDBY_AHEAD").value_or("") == "0") return waiting();
+  const auto like = *last_like_;  // start() keeps its own copy
+  return start(like, last_idle_s_);
 }
 
 std::unique_ptr<profiler_standby::process> profiler_standby::take(const std::vector<kernel_profile_request>& reqs) {
@@ -975,7 +983,7 @@ std::vector<kernel_profile_outcome> profile_kernels(const std::vector<kernel_pro
 }
 
 std::vector<kernel_profile_outcome> profile_kernels(const std::vector<kernel_profile_request>& reqs,
-                                                   profiler_standby* standby) {
+                                                   profiler_standby* standby, bool next_ahead) {
   // The cached ones first: only the others reach the profiler (together, where they can).
   std::vector<std::optional<kernel_profile_outcome>> got(reqs.size());
   std::vector<kernel_profile_request> todo;
@@ -991,7 +999,12 @@ std::vector<kernel_profile_outcome> profile_kernels(const std::vector<kernel_pro
     at.push_back(i);
     keys.push_back(key);
   }
-  auto done = profile_batch_uncached(todo, standby ? standby->take(todo) : nullptr);
+  auto taken = standby ? standby->take(todo) : nullptr;
+  // The next standby starts now, beside this batch: its ncu, interpreter, torch and CUDA context load
+  // while this one replays, so a profile that follows soon finds it ready (it launches nothing and
+  // holds no input until its own batch, so it does not disturb this one's measurement).
+  if (taken && next_ahead) standby->start_next();
+  auto done = profile_batch_uncached(todo, std::move(taken));
   for (size_t k = 0; k < done.size() && k < at.size(); ++k) {
     store_cached_profile(reqs[at[k]].cache_root, keys[k], done[k]);
     got[at[k]] = std::move(done[k]);

@@ -131,6 +131,10 @@ std::vector<kernel_profile_outcome> profile_kernels(const std::vector<kernel_pro
 /// standby serves one batch and exits (candidate code never shares a process with a later one).
 /// NVIDIA only (a rocprofv3 profile is several commands); KAGENT_NCU_STANDBY=0 in the request's
 /// environment turns it off. Not thread-safe: one owner (a device actor) uses it.
+/// The next one can start the moment one is handed its batch (profile_kernels' `next_ahead`), so that
+/// its start-up (about 5 s under ncu on an H200) overlaps the batch it follows instead of the device
+/// time after it: a profile that comes soon after another finds its process ready.
+/// KAGENT_NCU_STANDBY_AHEAD=0 starts it only when the owner asks again (after the batch), as before.
 class profiler_standby {
 public:
   profiler_standby();
@@ -154,11 +158,16 @@ public:
 
 private:
   friend std::vector<kernel_profile_outcome> profile_kernels(const std::vector<kernel_profile_request>& reqs,
-                                                             profiler_standby* standby);
+                                                             profiler_standby* standby, bool next_ahead);
   /// The waiting process when it can run `reqs` (the same problem, interpreter, device, dtype, size,
   /// sandbox, environment and ncu), handed over; a process that ended by itself is reaped and counted.
   std::unique_ptr<process> take(const std::vector<kernel_profile_request>& reqs);
+  /// Starts the next one like the last start() asked for (after take() handed one over), unless
+  /// KAGENT_NCU_STANDBY_AHEAD=0; returns whether one is waiting now.
+  bool start_next();
   std::unique_ptr<process> p_;
+  std::optional<kernel_profile_request> last_like_;  ///< what the last start() was asked for
+  double last_idle_s_ = 0;
   int started_ = 0;
   int served_ = 0;
   int seq_ = 0;          ///< the last standby directory's number
@@ -166,9 +175,11 @@ private:
 };
 
 /// profile_kernels with a standby: when it can run the requests (NVIDIA, the same settings), they go
-/// to it instead of a new profiler process.
+/// to it instead of a new profiler process. `next_ahead`: when the standby takes the batch, the next
+/// standby starts at once, beside it (the owner does not want one when no profile follows, e.g. after
+/// the final profile of a run).
 std::vector<kernel_profile_outcome> profile_kernels(const std::vector<kernel_profile_request>& reqs,
-                                                   profiler_standby* standby);
+                                                   profiler_standby* standby, bool next_ahead = false);
 
 /// The Triton kernel a candidate launches: the first @triton.jit (or @jit) function whose name is
 /// followed by '[' somewhere in the code (a grid launch); when none is, the only @triton.jit function

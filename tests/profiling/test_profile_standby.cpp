@@ -2,6 +2,7 @@
 // real harness/profile_wrapper.py --standby on the CPU (the harness interpreter, Triton's interpreter)
 // and writes a real H100 capture of a standby batch (fixtures/profiling/ncu_standby_matvec).
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <chrono>
 #include <filesystem>
@@ -277,5 +278,47 @@ TEST(ProfilerStandby, TheWrapperIsToldOfTheJudgesLaunchersOnlyUnderBwrap) {
       EXPECT_EQ(launcher.find("--launchers"), std::string::npos) << launcher;
     }
     sb.stop();
+  }
+}
+
+// The next standby starts when one is handed its batch (next_ahead), so that its start-up overlaps
+// that batch: on an H200 a profile 3 s after another waited 2 s for a standby started after it.
+TEST(ProfilerStandby, TheNextOneStartsBesideTheBatchItFollowsUnlessTurnedOff) {
+  NEED_HARNESS_PYTHON();
+  for (const bool off : {false, true}) {
+    standby_case c(off ? std::map<std::string, std::string>{{"KAGENT_NCU_STANDBY_AHEAD", "0"}}
+                       : std::map<std::string, std::string>{});
+    profiler_standby sb;
+    ASSERT_TRUE(sb.start(c.like, 300));
+    ASSERT_TRUE(c.wait_ready(1));
+    auto out = profile_kernels({c.a.req}, &sb, true);
+    ASSERT_EQ(out.size(), 1u);
+    ASSERT_TRUE(out[0].ok) << out[0].error << "\n" << out[0].output_tail;
+    EXPECT_EQ(sb.served(), 1);
+    const auto calls = c.fake_calls();
+    if (off) {
+      EXPECT_FALSE(sb.waiting()) << "KAGENT_NCU_STANDBY_AHEAD=0: the owner starts the next one";
+      EXPECT_EQ(sb.started(), 1);
+      EXPECT_EQ(calls.size(), 1u);
+      continue;
+    }
+    EXPECT_TRUE(sb.waiting());
+    EXPECT_EQ(sb.started(), 2);
+    ASSERT_EQ(calls.size(), 2u);
+    EXPECT_NE(calls[1]["argv"].dump().find("standby_d0_2"), std::string::npos) << calls[1].dump();
+    // It started before the first one's batch ended: before the fake wrote that batch's CSV (it
+    // writes it when the program it ran has ended).
+    const auto csv = out[0].detail.at("batch").at("csv").get<std::string>();
+    struct stat st {};
+    ASSERT_EQ(::stat(csv.c_str(), &st), 0) << csv;
+    const double written = static_cast<double>(st.st_mtim.tv_sec) + st.st_mtim.tv_nsec * 1e-9;
+    EXPECT_LT(calls[1]["t"].get<double>(), written) << "the next standby started after the batch it follows";
+    // It is a standby like the first (its own directory, the same NVTX filter) and serves the next batch.
+    ASSERT_TRUE(c.wait_ready(2));
+    auto again = profile_kernels({c.a.req}, &sb, false);  // (the capture's k0 is this kernel)
+    ASSERT_TRUE(again[0].ok) << again[0].error;
+    EXPECT_EQ(sb.served(), 2);
+    EXPECT_FALSE(sb.waiting()) << "no next one after a batch that wants none";
+    EXPECT_EQ(c.fake_calls().size(), 2u);
   }
 }

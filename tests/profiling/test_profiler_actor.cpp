@@ -2,6 +2,7 @@
 // and the device actor it spawns, with the fake rocprofv3 / ncu and a small recorder actor standing in
 // for the manager: replies, profiling_failed, synthetic mode (ROCm only), budgets, pinning.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <caf/all.hpp>
 #include <fmt/format.h>
@@ -391,5 +392,23 @@ TEST(ProfilerActor, ANvidiaDeviceStartsItsNextProfilerAheadAndAProfileFindsItWai
     EXPECT_NE(std::find(argv.begin(), argv.end(), "--nvtx-include"), argv.end());
   }
   EXPECT_TRUE(fs::exists(c.root.path / "profiles" / "standby_d2_2"));
+  // ... and was started while the first one ran its batch, not after it.
+  struct stat st {};
+  const auto csv = (first / "standby_d2_1_ncu.csv").string();  // the fake writes it when its program ended
+  ASSERT_EQ(::stat(csv.c_str(), &st), 0) << csv;
+  EXPECT_LT(calls[1]["t"].get<double>(), static_cast<double>(st.st_mtim.tv_sec) + st.st_mtim.tv_nsec * 1e-9)
+      << "the next standby started after the batch it follows";
+  // The final profile of a run goes to that standby, and no standby follows it (no profile does).
+  const fs::path second = c.root.path / "profiles" / "standby_d2_2";
+  for (int i = 0; i < 2400 && !fs::exists(second / "standby.ready"); ++i) std::this_thread::sleep_for(50ms);
+  auto fin = c.request("r2_c3");
+  fin.label = "final";
+  fin.profile_id = "r2_c3_final";
+  auto f = c.ask(fin);
+  ASSERT_TRUE(f.ok) << f.error;
+  EXPECT_TRUE(fs::exists(second / "k0_kernel.py"));
+  std::this_thread::sleep_for(1s);
+  EXPECT_EQ(c.tool_runs(), 2u) << "a standby started after the final profile";
+  EXPECT_FALSE(fs::exists(c.root.path / "profiles" / "standby_d2_3"));
   EXPECT_TRUE(c.failures().empty());
 }
