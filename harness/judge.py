@@ -528,6 +528,11 @@ class Judge:
         self.gpu = False
         self.launchers = None
         self.lean = False            # True: no spare is prepared while a candidate holds the device memory
+        # When a taken spare is replaced: "take" (at once, beside the candidate's first call) or
+        # "verified" (once its verification is over: the replacement's CUDA start-up and compile do not
+        # run beside the candidate's compile). KAGENT_JUDGE_REFILL; a measurement knob for now.
+        self.refill_when = "verified" if os.environ.get("KAGENT_JUDGE_REFILL") == "verified" else "take"
+        self.refill_due = False
         self.lean_sets = False       # True: only trial 0's inputs and reference stay on the device
         self.seeds = []
         self.memory = {}
@@ -825,6 +830,7 @@ class Judge:
         once. With candidates back to back, one spare had too little time to get ready between them (it
         is paused while anything is timed): on an H100 the next candidate waited 0.77 s for it (median,
         benchmarks/RESULTS.md); several spares warm side by side."""
+        self.refill_now()  # one left due by a candidate whose request ended without idle()
         for attempt in range(2):
             w = self.spares.pop(0) if self.spares else self.spawn()
             try:
@@ -836,8 +842,17 @@ class Judge:
                 if attempt == 1:
                     raise WorkerGone(f"a candidate process could not be prepared: {exc}\n{err[-1500:]}",
                                      "harness") from None
-        self.refill()
+        if self.refill_when == "take":
+            self.refill()
+        else:
+            self.refill_due = True  # once the candidate's verification is over (verify, idle)
         return w
+
+    def refill_now(self):
+        """The replacements take() left for later (KAGENT_JUDGE_REFILL=verified)."""
+        if self.refill_due:
+            self.refill_due = False
+            self.refill()
 
     def census(self, table=None):
         """Every live process below us (the fork server's tree, workers, orphans re-parented to us)."""
@@ -905,6 +920,7 @@ class Judge:
         one now, once no candidate holds device memory."""
         if self.lean and not self.spares and self.current is None and self.problem is not None:
             self.spares.append(self.spawn())
+        self.refill_now()
         for spare in self.spares:
             spare.resume()
 
@@ -1021,6 +1037,7 @@ class Judge:
                 raise self.leftover_error(left, "verification")
         state["verified"] = error is None
         state["rtol"], state["atol"] = rtol, atol
+        self.refill_now()
         return {"passed": error is None, "error": error, "rtol": rtol, "atol": atol, "trials": self.trials(),
                 "timings": timings}
 

@@ -69,6 +69,14 @@ run|run_rmsnorm|short|run_every|busy_fixed|busy_auto|busy_wide|busy_wide_fixed|t
   d=$(ls -d "$out"/runs/*/ | head -1)
   cp "$d/summary.json" "$out/summary_$what.json" 2>/dev/null
   find "$d" -name invocations.jsonl | while read -r f; do echo "$f $(python3 -c "import json,sys; print(sum(json.loads(l).get('wall_s',0) for l in open(sys.argv[1]) if l.strip()))" "$f")"; done > "$out/profiles_$what.txt" 2>&1
+  # Each profiler process: its name, wall and verdict (a standby's says how long before its batch it started).
+  find "$d" -name invocations.jsonl | sort | while read -r f; do python3 -c "
+import json, sys
+for l in open(sys.argv[1]):
+    if l.strip():
+        j = json.loads(l)
+        print(sys.argv[1].split('/runs/')[-1].split('/', 1)[-1], '|', j.get('name'), '|', round(j.get('wall_s', 0), 2), '|', (j.get('verdict') or '')[:160])
+" "$f"; done > "$out/invocations_$what.txt" 2>&1
   sqlite3 "$d/program.db" 'select id, status, time_ms, failure_cause, floor_pct, substr(error,1,120) from programs' > "$out/programs_$what.txt" 2>&1 \
     || python3 -c "import sqlite3,sys; [print(r) for r in sqlite3.connect(sys.argv[1]).execute('select id, status, time_ms, failure_cause, floor_pct, substr(error,1,120) from programs')]" "$d/program.db" > "$out/programs_$what.txt" 2>&1
   tail -c 3000 "$d"/workers/gpu0/server.log > "$out/server_log_tail.txt" 2>/dev/null

@@ -177,6 +177,17 @@ class Spares(unittest.TestCase):
             corpus_after_a_poisoner(self, server)
 
 
+class RefillAfterVerification(unittest.TestCase):
+    """KAGENT_JUDGE_REFILL=verified: a taken spare is replaced once its candidate's verification is
+    over, not beside its first call. Every candidate still gets a worker no earlier one touched."""
+
+    def test_late_replacements_keep_every_defence(self):
+        with matvec_judge({"KAGENT_JUDGE_SPARES": "2", "KAGENT_JUDGE_REFILL": "verified"}) as (server, reply):
+            self.assertTrue(reply["ok"], reply)
+            self.assertEqual(reply["result"]["memory"]["spares"], 2)
+            corpus_after_a_poisoner(self, server)
+
+
 class SparesSetting(unittest.TestCase):
     def test_a_value_that_is_no_number_is_said_and_the_default_kept(self):
         with matvec_judge({"KAGENT_JUDGE_SPARES": "many"}) as (server, reply):

@@ -1,0 +1,69 @@
+#!/bin/bash
+# One device call, two side-by-side comparisons (from the repository root with .device/ packed by
+# pack_device.sh; carry [".device"]; files come back as $OUT/ah.tgz):
+#  PART=runs  the next ncu standby started beside the batch it follows (KAGENT_NCU_STANDBY_AHEAD,
+#             default on) against after it (=0, as before), on a realistic second run of matvec
+#             (run_trusted.sh run: beam 2x3, 2 rounds, instant replay replies, real ncu, sandboxed):
+#             a cold run A fills a cache; every profile is then removed from it except the starting
+#             kernel's (a second run of the same directory profiles new candidates, not its start);
+#             C0 (=0) and C1 (default) alternate twice from that same cache state.
+#  PART=cost  the judge's replacement spares started beside a candidate's first call
+#             (KAGENT_JUDGE_REFILL=take, default) or after its verification (=verified): trusted_cost.py
+#             sandbox_steady passes on matvec, alternating take, verified, verified, take, between
+#             two passes of the in-process design on kernels new to Triton's cache (before_novel).
+set -u
+root=$(pwd); final=${OUT:?}; out=/tmp/ah; rm -rf $out; mkdir -p $out
+trap 'tar czf $final/ah.tmp -C /tmp ah && mv $final/ah.tmp $final/ah.tgz' EXIT
+{ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+  python3 -c 'import torch, triton; print("torch", torch.__version__, "triton", triton.__version__)'; nproc; } > $out/machine.txt 2>&1
+export KAGENT_NCU_STANDBY=1
+summary() {  # dir
+  python3 - "$1" <<'PY'
+import json, sys
+d = sys.argv[1]
+s = json.load(open(d + "/summary_run.json"))
+n = s.get("candidates") or 1
+print(d.split("/")[-1], "device_s", round(s["device_s"], 2), "per candidate", round(s["device_s"] / n, 2),
+      "candidates", n, "best", s.get("best_program_id"), s.get("best_ms"), "wall", round(s.get("session_wall_s", 0), 1))
+for line in open(d + "/invocations_run.txt"):
+    print("  ", line.rstrip()[:260])
+PY
+}
+one() {  # tag cache [env...]
+  local tag=$1 cache=$2; shift 2
+  env "$@" KAGENT_CACHE_DIR=$cache RUN_LIMIT_S=${RUN_S:-150} bash benchmarks/h200/run_trusted.sh $out/$tag run \
+    > $out/$tag.sh.txt 2>&1
+  summary $out/$tag | tee -a $out/summary.txt
+}
+if [ "${PART:-runs}" = runs ]; then
+  rm -rf /tmp/kcA /tmp/kcA.snap
+  one A /tmp/kcA
+  # Keep only the starting kernel's profile (its code is the kernel directory's input.py).
+  python3 - /tmp/kcA/profiles examples/optimize_01_matvec/input.py <<'PY' | tee -a $out/summary.txt
+import hashlib, json, os, sys
+d, start = sys.argv[1], hashlib.sha256(open(sys.argv[2], "rb").read()).hexdigest()
+for f in sorted(os.listdir(d)):
+    j = json.load(open(os.path.join(d, f)))
+    keep = j.get("key_parts", {}).get("code") == start
+    print("cache", f[:12], j.get("kernel_name"), "kept" if keep else "removed")
+    if not keep:
+        os.remove(os.path.join(d, f))
+PY
+  cp -a /tmp/kcA /tmp/kcA.snap
+  for tag in C0a C1a C0b C1b; do
+    rm -rf /tmp/kcA && cp -a /tmp/kcA.snap /tmp/kcA
+    case $tag in C0*) one $tag /tmp/kcA KAGENT_NCU_STANDBY_AHEAD=0 ;; *) one $tag /tmp/kcA ;; esac
+  done
+else
+  bw=$root/.device/probe/bwrap.sh
+  for tag in novel_1 take_1 verified_1 verified_2 take_2 novel_2; do
+    pass=sandbox_steady; [ ${tag%_*} = novel ] && pass=before_novel
+    timeout ${PASS_S:-150} env KAGENT_JUDGE_REFILL=${tag%_*} python3 benchmarks/trusted_cost.py \
+      --kernel-dir $root/examples/optimize_01_matvec --candidates $root/benchmarks/h200/replay_matvec --bwrap $bw \
+      --peak-gbps 4800 --warmup 10 --repeat 50 --only-pass $pass --json $out/$tag.json > $out/$tag.txt 2>&1
+    echo "rc=$? at $(date +%T)" >> $out/$tag.txt
+  done
+  python3 benchmarks/h200/speed_summary.py $out > $out/summary.txt 2>&1
+  cat $out/summary.txt
+fi
+exit 0
