@@ -140,7 +140,9 @@ def run_judge(judge_mod, core, problem_path, device, size, cands, warmup, repeat
     jd = judge_mod.Judge(log)
     timeouts = {"start": 120.0, "verify": 15.0, "benchmark": 60.0}
     t0 = time.perf_counter()
-    jd.load(problem_path, device, "bfloat16", size, 0, 3, prefix, peak, 3, timeouts, repeat)
+    # Launchers shared as in a run (the runtime names the directory: NVIDIA under bwrap).
+    shared = os.path.join(log, "launchers", "shared") if prefix and device.startswith("cuda") else None
+    jd.load(problem_path, device, "bfloat16", size, 0, 3, prefix, peak, 3, timeouts, repeat, launchers_dir=shared)
     load_s = time.perf_counter() - t0
     rows = {}
     for name, code in cands:

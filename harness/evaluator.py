@@ -108,10 +108,13 @@ class Server:
         prefix = req.get("sandbox_prefix") or []
         if not isinstance(prefix, list) or not all(isinstance(a, str) for a in prefix):
             raise BadRequest("'sandbox_prefix' must be a list of strings")
+        launchers_dir = req.get("launchers_dir")
+        if launchers_dir is not None and (not isinstance(launchers_dir, str) or not os.path.isabs(launchers_dir)):
+            raise BadRequest("'launchers_dir' must be an absolute path")
         peak = req.get("peak_gbps")
         timeouts = {"start": float(req.get("start_timeout_s", 300)), "verify": float(req.get("verify_timeout_s", 300)),
                     "benchmark": float(req.get("benchmark_timeout_s", 300))}
-        key = (path, device, dtype, size, seed, trials, tuple(prefix), peak, os.path.getmtime(path))
+        key = (path, device, dtype, size, seed, trials, tuple(prefix), peak, launchers_dir, os.path.getmtime(path))
         if key == self.problem_key and self.judge.problem is not None:
             return dict(self.judge.problem.describe(), cached=True)
         if device == "cpu" and os.environ.get("TRITON_INTERPRET") != "1":
@@ -133,7 +136,7 @@ class Server:
                              f"HIP_VISIBLE_DEVICES={os.environ.get('HIP_VISIBLE_DEVICES')!r})")
         desc = self.judge.load(path, device, dtype, size, seed, trials, prefix,
                                float(peak) if peak else None, int(req.get("samples", 3)), timeouts,
-                               int(req.get("calibrate_repeat", 20)))
+                               int(req.get("calibrate_repeat", 20)), launchers_dir=launchers_dir)
         self.problem_key = key
         return dict(desc, cached=False)
 

@@ -541,7 +541,7 @@ class Judge:
 
     # -- problem ------------------------------------------------------------------------------------
     def load(self, path, device, dtype, size, seed, trials, sandbox_prefix, peak_gbps, samples, timeouts,
-             calib_repeat=20):
+             calib_repeat=20, launchers_dir=None):
         torch = core.torch_module()
         self.shutdown_workers()
         self.device = device
@@ -549,7 +549,7 @@ class Judge:
         self.dtype = dtype
         self.size = size
         self.sandbox_prefix = list(sandbox_prefix or [])
-        self.launchers = self.shared_launchers()
+        self.launchers = self.shared_launchers(launchers_dir)
         self.peak_gbps = peak_gbps
         self.timeouts = timeouts
         self.problem = core.Problem(path, device, dtype, size, seed)
@@ -719,12 +719,15 @@ class Judge:
             with open(os.path.join(self.log_dir, "server.log"), "a", encoding="utf-8") as f:
                 f.write(line + "\n")
 
-    def shared_launchers(self):
-        """The launcher cache shared by this judge's workers (launchers.py): only on NVIDIA under bwrap,
-        where its directory can be made read-only for them. The workers' prefix gets a read-only bind
-        of it (it may lie under a /tmp that the sandbox replaces)."""
+    def shared_launchers(self, directory):
+        """The launcher cache shared by this judge's workers (launchers.py) in `directory`, which the
+        runtime names in load_problem's `launchers_dir` when it shares launchers (NVIDIA, bwrap,
+        KAGENT_SHARED_LAUNCHERS: device_backend.hpp, launchers_shareable; test.py's and the profiler's
+        processes read the same directory). The workers' prefix gets a read-only bind of it (it may lie
+        under a /tmp that the sandbox replaces); without a bwrap prefix that bind cannot be made, so
+        nothing is shared whatever the request says."""
         prefix = self.sandbox_prefix
-        if not self.gpu or os.environ.get("KAGENT_SHARED_LAUNCHERS", "1") == "0":
+        if not directory or not self.gpu:
             return None
         if not prefix or not os.path.basename(prefix[0]).startswith("bwrap") or "--" not in prefix:
             return None
@@ -733,7 +736,7 @@ class Judge:
             return None
         try:
             import launchers
-            cache = launchers.LauncherCache(os.path.join(self.log_dir, "launchers"), prefix)
+            cache = launchers.LauncherCache(directory, prefix)
         except Exception as exc:  # noqa: BLE001 - no sharing, as before
             trace("launcher cache off:", exc)
             return None

@@ -91,12 +91,14 @@ compile_module_from_src(job["src"], job["name"], library_dirs=driver.library_dir
 class LauncherCache:
     """Judge side: the shared directory and a background builder for the sources workers report."""
 
-    def __init__(self, root, prefix, python=None, env=None):
+    def __init__(self, shared, prefix, python=None, env=None):
+        """`shared`: the directory the workers read (the runtime names it: workers/gpu<N>/launchers/shared);
+        builds happen beside it, in its parent's build/, which no worker sees."""
         import triton.runtime.build as build
         self.build = build
-        self.root = root
-        self.dir = os.path.join(root, "shared")
-        self.work = os.path.join(root, "build")
+        self.dir = os.path.abspath(shared)
+        self.root = os.path.dirname(self.dir)
+        self.work = os.path.join(self.root, "build")
         os.makedirs(self.dir, exist_ok=True)
         os.makedirs(self.work, exist_ok=True)
         self.prefix = list(prefix)

@@ -183,7 +183,7 @@ class PrepareTest(unittest.TestCase):
 class OfferTest(unittest.TestCase):
     def test_malformed_or_oversized_reports_start_no_build(self):
         with tempfile.TemporaryDirectory() as tmp:
-            cache = launchers.LauncherCache(tmp, ["false", "--"])
+            cache = launchers.LauncherCache(os.path.join(tmp, "shared"), ["false", "--"])
             before = threading.active_count()
             cache.offer("not a list")
             cache.offer([{"name": "../evil", "src": "x"}, {"name": 3, "src": "x"},
@@ -197,3 +197,37 @@ class OfferTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class JudgeSharesOnlyWhereTold(unittest.TestCase):
+    """The runtime owns the shared directory's name and the rule for sharing (device_backend.hpp,
+    launchers_shareable): the judge shares launchers only in the `launchers_dir` load_problem names,
+    and only where its workers' prefix is bwrap (the read-only bind needs it)."""
+
+    def judge(self, prefix):
+        import judge as judge_mod
+        tmp = tempfile.mkdtemp()
+        jd = judge_mod.Judge(tmp)
+        jd.gpu = True  # the rule under test, not a device
+        jd.sandbox_prefix = list(prefix)
+        return jd, tmp
+
+    def test_no_directory_no_sharing_and_a_named_one_is_bound_read_only(self):
+        bwrap = ["/usr/bin/bwrap", "--unshare-all", "--"]
+        jd, tmp = self.judge(bwrap)
+        self.assertIsNone(jd.shared_launchers(None), "the runtime did not ask")
+        self.assertEqual(jd.sandbox_prefix, bwrap)
+        shared = os.path.join(tmp, "workers", "gpu0", "launchers", "shared")
+        cache = jd.shared_launchers(shared)
+        self.assertIsNotNone(cache)
+        self.assertEqual(cache.dir, shared)
+        self.assertTrue(os.path.isdir(shared))
+        self.assertFalse(cache.work.startswith(shared + os.sep), "builds happen outside what workers read")
+        cut = jd.sandbox_prefix.index("--")
+        self.assertEqual(jd.sandbox_prefix[cut - 3:cut], ["--ro-bind", shared, shared])
+
+    def test_without_bwrap_the_named_directory_is_not_shared(self):
+        for prefix in ([], ["prlimit", "--as=1", "--"]):
+            jd, tmp = self.judge(prefix)
+            self.assertIsNone(jd.shared_launchers(os.path.join(tmp, "shared")), prefix)
+            self.assertEqual(jd.sandbox_prefix, prefix)

@@ -573,6 +573,10 @@ private:
                        {"benchmark_timeout_s", std::max(1.0, s_.benchmark_timeout_s - 1.0)}};
     if (s_.peak_bandwidth_gbps > 0) req["peak_gbps"] = s_.peak_bandwidth_gbps;
     if (device_ == "cpu") req["size"] = "small";
+    // The judge's workers share their launchers here (read-only for them) when this runtime says so:
+    // the same directory and the same rule as test.py's and the profiler's processes.
+    if (!s_.run_path.empty() && launchers_shareable(s_.vendor, s_.sandbox_mode, env_))
+      req["launchers_dir"] = fs::absolute(shared_launcher_dir(s_.run_path, s_.device_id)).string();
     // The starting kernel's test.py process imports torch while the judge loads the problem: started
     // after the load, it was still importing when the starting kernel's test came (with the reference
     // timings and the baseline profile cached, on the H100 of 2026-12-06 that test took 3.5 s instead

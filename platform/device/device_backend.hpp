@@ -111,11 +111,12 @@ public:
 std::unique_ptr<device_backend> make_device_backend(const device_settings& s);
 
 /// The judge's shared launcher directory of a device (harness/launchers.py, judge.shared_launchers):
-/// <run>/workers/gpu<N>/launchers/shared. Only the judge writes it.
+/// <run>/workers/gpu<N>/launchers/shared. Only the judge writes it. This runtime owns the name and the
+/// rule below: the judge shares launchers only when load_problem's `launchers_dir` names the directory.
 std::string shared_launcher_dir(const std::string& run_path, int device_id);
 
-/// Whether a process started ahead of its kernel (test.py's standby, the profiler's) may look Triton
-/// launchers up in that directory, as the judge's workers do: on NVIDIA, under bwrap (`sandbox_mode`
+/// Whether the judge's workers share launchers there, and a process started ahead of its kernel
+/// (test.py's standby, the profiler's) may look Triton launchers up in it: on NVIDIA, under bwrap (`sandbox_mode`
 /// or the prefix's program), where the directory is bound read-only, unless KAGENT_SHARED_LAUNCHERS=0
 /// in `env`. Elsewhere a candidate running there could write into it.
 bool launchers_shareable(const std::string& vendor, const std::string& sandbox_mode, const env_map& env);
