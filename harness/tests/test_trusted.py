@@ -165,26 +165,17 @@ class Lean(unittest.TestCase):
 class Spares(unittest.TestCase):
     """Several prepared workers warm up side by side (a GPU with memory to spare; forced here with
     KAGENT_JUDGE_SPARES=3). Each candidate still gets a worker no earlier candidate touched: a
-    poisoner cannot reach the spares warming beside it."""
+    poisoner cannot reach the spares warming beside it. A taken spare is replaced once its
+    candidate's verification is over here (KAGENT_JUDGE_REFILL=verified; the other tests replace it
+    at once, the default): either way spares live beside a candidate's process."""
 
     def test_three_spares_keep_every_defence(self):
-        with matvec_judge({"KAGENT_JUDGE_SPARES": "3"}) as (server, reply):
+        with matvec_judge({"KAGENT_JUDGE_SPARES": "3", "KAGENT_JUDGE_REFILL": "verified"}) as (server, reply):
             self.assertTrue(reply["ok"], reply)
             self.assertFalse(reply["result"]["memory"]["lean"])
             self.assertEqual(reply["result"]["memory"]["spares"], 3)
             # The fork server and three warming workers (a single spare would make two).
             self.assertGreaterEqual(len([p for p in judge.descendants(server.proc.pid) if judge.alive(p)]), 4)
-            corpus_after_a_poisoner(self, server)
-
-
-class RefillAfterVerification(unittest.TestCase):
-    """KAGENT_JUDGE_REFILL=verified: a taken spare is replaced once its candidate's verification is
-    over, not beside its first call. Every candidate still gets a worker no earlier one touched."""
-
-    def test_late_replacements_keep_every_defence(self):
-        with matvec_judge({"KAGENT_JUDGE_SPARES": "2", "KAGENT_JUDGE_REFILL": "verified"}) as (server, reply):
-            self.assertTrue(reply["ok"], reply)
-            self.assertEqual(reply["result"]["memory"]["spares"], 2)
             corpus_after_a_poisoner(self, server)
 
 
