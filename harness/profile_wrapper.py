@@ -384,6 +384,7 @@ def run_batch(torch, core, args, problem_path, kernels, markers=True):
     # 0 once the batch ran through, failures or not: a profiler may drop its output when the program
     # fails, and the runner tells the kernels apart by their markers (a failed one has no rows).
     print(f"batch: {len(kernels) - failed} of {len(kernels)} kernel(s) ran", flush=True)
+    mark("batch done")  # what follows is the interpreter's exit and ncu's report, not the device's work
     return 0
 
 

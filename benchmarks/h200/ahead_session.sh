@@ -27,6 +27,11 @@ print(d.split("/")[-1], "device_s", round(s["device_s"], 2), "per candidate", ro
       "candidates", n, "best", s.get("best_program_id"), s.get("best_ms"), "wall", round(s.get("session_wall_s", 0), 1))
 for line in open(d + "/invocations_run.txt"):
     print("  ", line.rstrip()[:260])
+try:
+    for line in open(d + "/marks_run.txt"):
+        print("  ", line.rstrip()[:260])
+except OSError:
+    pass
 PY
 }
 one() {  # tag cache [env...]
@@ -52,7 +57,10 @@ PY
   cp -a /tmp/kcA /tmp/kcA.snap
   for tag in C0a C1a C0b C1b; do
     rm -rf /tmp/kcA && cp -a /tmp/kcA.snap /tmp/kcA
-    case $tag in C0*) one $tag /tmp/kcA KAGENT_NCU_STANDBY_AHEAD=0 ;; *) one $tag /tmp/kcA ;; esac
+    # KAGENT_PROFILE_TRACE=1: the wrapper stamps its phases (batch received, batch done), so the
+    # seconds from its last device work to ncu's exit can be told apart.
+    case $tag in C0*) one $tag /tmp/kcA KAGENT_NCU_STANDBY_AHEAD=0 KAGENT_PROFILE_TRACE=1 ;;
+                 *) one $tag /tmp/kcA KAGENT_PROFILE_TRACE=1 ;; esac
   done
 else
   bw=$root/.device/probe/bwrap.sh

@@ -77,6 +77,17 @@ for l in open(sys.argv[1]):
         j = json.loads(l)
         print(sys.argv[1].split('/runs/')[-1].split('/', 1)[-1], '|', j.get('name'), '|', round(j.get('wall_s', 0), 2), '|', (j.get('verdict') or '')[:160])
 " "$f"; done > "$out/invocations_$what.txt" 2>&1
+  # The wrapper's phase stamps (KAGENT_PROFILE_TRACE=1) next to each batch's wall from its hand-over.
+  find "$d" -name invocations.jsonl | sort | while read -r f; do python3 -c "
+import json, re, sys
+for l in open(sys.argv[1]):
+    j = json.loads(l) if l.strip() else {}
+    marks = dict((m[1], float(m[0])) for m in re.findall(r'\[profile_wrapper ([0-9.]+)\] ([a-z ]+)', j.get('output_tail', '')))
+    if 'batch received' in marks and 'batch done' in marks:
+        work = marks['batch done'] - marks['batch received']
+        print(sys.argv[1].split('/runs/')[-1].split('/', 1)[-1], '| wall', round(j.get('wall_s', 0), 2), '| received to done',
+              round(work, 2), '| after done', round(j.get('wall_s', 0) - work, 2))
+" "$f"; done > "$out/marks_$what.txt" 2>&1
   sqlite3 "$d/program.db" 'select id, status, time_ms, failure_cause, floor_pct, substr(error,1,120) from programs' > "$out/programs_$what.txt" 2>&1 \
     || python3 -c "import sqlite3,sys; [print(r) for r in sqlite3.connect(sys.argv[1]).execute('select id, status, time_ms, failure_cause, floor_pct, substr(error,1,120) from programs')]" "$d/program.db" > "$out/programs_$what.txt" 2>&1
   tail -c 3000 "$d"/workers/gpu0/server.log > "$out/server_log_tail.txt" 2>/dev/null
