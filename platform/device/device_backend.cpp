@@ -405,7 +405,8 @@ public:
       }
       e.verified = true;
       if (req.hash_after_verify && req.mode == device_mode::verify) {
-        e.code_hash = program_hash(base, verify_timeout);
+        e.code_hash = hash_in(r.body["result"]);
+        if (e.code_hash.empty()) e.code_hash = program_hash(base, verify_timeout);  // an evaluator without it
         e.hashed_after_verify = !e.code_hash.empty();
       }
     }
@@ -436,7 +437,8 @@ public:
         return finish(e, t0);
       }
       if (e.floor_ms > 0 && e.time_ms > 0) e.floor_pct = e.floor_ms / e.time_ms * 100.0;
-      e.code_hash = req.known_hash.empty() ? program_hash(base, bench_timeout) : req.known_hash;
+      e.code_hash = req.known_hash.empty() ? hash_in(res) : req.known_hash;
+      if (e.code_hash.empty()) e.code_hash = program_hash(base, bench_timeout);
       if (req.mode == device_mode::benchmark && wants_user_test(s_, req, e.time_ms, e.code_hash, tested_) &&
           !run_user_test(s_, env_, req.code, req.work_dir.empty() ? fs::path(s_.run_path) : fs::path(req.work_dir), e,
                          &standby_)) {
@@ -489,6 +491,12 @@ private:
     }
     if (e.code_hash.empty()) e.code_hash = store::sha256_hex(req.code);
     return finish(e, t0);
+  }
+  /// The program hash a verify or benchmark reply carries ({"hash": {"hash": ...}}), "" if none.
+  static std::string hash_in(const nlohmann::json& result) {
+    if (!result.is_object() || !result.contains("hash") || !result["hash"].is_object()) return {};
+    const auto& h = result["hash"];
+    return h.contains("hash") && h["hash"].is_string() ? h["hash"].get<std::string>() : std::string{};
   }
   /// The judge's program hash of `base`'s code (its compiled kernels and normalised wrapper), recorded
   /// as a "hash" step; "" when the step failed.
