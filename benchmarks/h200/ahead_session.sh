@@ -14,6 +14,7 @@
 set -u
 root=$(pwd); final=${OUT:?}; out=/tmp/ah; rm -rf $out; mkdir -p $out
 trap 'tar czf $final/ah.tmp -C /tmp ah && mv $final/ah.tmp $final/ah.tgz' EXIT
+trap 'exit 143' TERM  # (timeout 570 bash ahead_session.sh: the files still come back)
 { nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
   python3 -c 'import torch, triton; print("torch", torch.__version__, "triton", triton.__version__)'; nproc; } > $out/machine.txt 2>&1
 export KAGENT_NCU_STANDBY=1
@@ -40,7 +41,8 @@ one() {  # tag cache [env...]
     > $out/$tag.sh.txt 2>&1
   summary $out/$tag | tee -a $out/summary.txt
 }
-if [ "${PART:-runs}" = runs ]; then
+part=${PART:-runs}  # runs | cost | both (runs, then the cost passes without the in-process ones)
+if [ $part != cost ]; then
   rm -rf /tmp/kcA /tmp/kcA.snap
   one A /tmp/kcA
   # Keep only the starting kernel's profile (its code is the kernel directory's input.py).
@@ -62,16 +64,18 @@ PY
     case $tag in C0*) one $tag /tmp/kcA KAGENT_NCU_STANDBY_AHEAD=0 KAGENT_PROFILE_TRACE=1 ;;
                  *) one $tag /tmp/kcA KAGENT_PROFILE_TRACE=1 ;; esac
   done
-else
+fi
+if [ $part != runs ]; then
   bw=$root/.device/probe/bwrap.sh
-  for tag in novel_1 take_1 verified_1 verified_2 take_2 novel_2; do
+  tags="novel_1 take_1 verified_1 verified_2 take_2 novel_2"; [ $part = both ] && tags="take_1 verified_1 verified_2 take_2"
+  for tag in $tags; do
     pass=sandbox_steady; [ ${tag%_*} = novel ] && pass=before_novel
     timeout ${PASS_S:-150} env KAGENT_JUDGE_REFILL=${tag%_*} python3 benchmarks/trusted_cost.py \
       --kernel-dir $root/examples/optimize_01_matvec --candidates $root/benchmarks/h200/replay_matvec --bwrap $bw \
       --peak-gbps 4800 --warmup 10 --repeat 50 --only-pass $pass --json $out/$tag.json > $out/$tag.txt 2>&1
     echo "rc=$? at $(date +%T)" >> $out/$tag.txt
   done
-  python3 benchmarks/h200/speed_summary.py $out > $out/summary.txt 2>&1
-  cat $out/summary.txt
+  python3 benchmarks/h200/speed_summary.py $out > $out/cost_summary.txt 2>&1
+  cat $out/cost_summary.txt
 fi
 exit 0
