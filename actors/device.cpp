@@ -301,7 +301,7 @@ std::vector<profile_result> device_state::run_profile_batch(const profile_batch&
   auto outcomes = profile_kernels(reqs, &standby_, more);
   for (size_t k = 0; k < index.size() && k < outcomes.size(); ++k)
     out[index[k]] = result_of(b.items[index[k]], std::move(outcomes[k]));
-  arm_standby();
+  if (more) arm_standby();  // as after a single profile: none after a final one
   return out;
 }
 

@@ -252,6 +252,14 @@ bool run_user_test(const device_settings& s, const env_map& env, const std::stri
   return false;
 }
 
+/// The program hash an evaluator reply carries ({"hash": {"hash": ...}}: verify, benchmark, and
+/// run_once's result), "" if none.
+std::string hash_in(const nlohmann::json& result) {
+  if (!result.is_object() || !result.contains("hash") || !result["hash"].is_object()) return {};
+  const auto& h = result["hash"];
+  return h.contains("hash") && h["hash"].is_string() ? h["hash"].get<std::string>() : std::string{};
+}
+
 // Programs whose test.py passed on this device, by program hash (the compiled kernels and the
 // normalised wrapper: what dedup calls the same program). The same program would pass again, so a
 // duplicate runs no test.py (measured on the cpu platform: 16 of a run's 28 device-seconds went to
@@ -492,12 +500,6 @@ private:
     if (e.code_hash.empty()) e.code_hash = store::sha256_hex(req.code);
     return finish(e, t0);
   }
-  /// The program hash a verify or benchmark reply carries ({"hash": {"hash": ...}}), "" if none.
-  static std::string hash_in(const nlohmann::json& result) {
-    if (!result.is_object() || !result.contains("hash") || !result["hash"].is_object()) return {};
-    const auto& h = result["hash"];
-    return h.contains("hash") && h["hash"].is_string() ? h["hash"].get<std::string>() : std::string{};
-  }
   /// The judge's program hash of `base`'s code (its compiled kernels and normalised wrapper), recorded
   /// as a "hash" step; "" when the step failed.
   std::string program_hash(const nlohmann::json& base, std::chrono::milliseconds timeout) {
@@ -704,8 +706,7 @@ public:
       e.compile_ms = median_of(b, "compile");
       e.benchmarked = is_measured(e.time_ms);
     }
-    if (res.contains("hash") && res["hash"].is_object() && res["hash"].contains("hash"))
-      e.code_hash = res["hash"]["hash"].get<std::string>();
+    e.code_hash = hash_in(res);
     if (e.code_hash.empty()) e.code_hash = store::sha256_hex(req.code);
     if (res.contains("benchmark") && res["benchmark"].contains("floor_ms") && res["benchmark"]["floor_ms"].is_number()) {
       e.floor_ms = res["benchmark"]["floor_ms"].get<double>();
