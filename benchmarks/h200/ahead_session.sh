@@ -18,6 +18,20 @@ trap 'exit 143' TERM  # (timeout 570 bash ahead_session.sh: the files still come
 { nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
   python3 -c 'import torch, triton; print("torch", torch.__version__, "triton", triton.__version__)'; nproc; } > $out/machine.txt 2>&1
 export KAGENT_NCU_STANDBY=1
+# What the ncu front end is (a script that execs its binary, or one that stays as its parent) and,
+# during run C1a, the process tree under each ncu sampled 3 times a second (command, executable): the
+# facts a release of the device at the wrapper's exit (before ncu's report) must rest on.
+{ for n in "$(command -v ncu)" /usr/local/cuda/bin/ncu; do
+    [ -e "$n" ] || continue; echo "== $n"; ls -la "$n"; r=$(readlink -f "$n"); echo "real $r"; file "$r" 2>/dev/null
+    if grep -Iq . "$r"; then head -60 "$r"; fi; done; } > $out/ncu_bin.txt 2>&1
+sample_ps() {  # tag: until /tmp/ah/sampling is removed
+  while [ -e $out/sampling ]; do
+    echo "== $(date +%s.%N)"
+    ps -eo pid,ppid,etimes,comm,args --no-headers | grep -E 'ncu|bwrap|profile_wrapper|python' | grep -v -E 'grep|ps -eo' | cut -c1-260
+    for p in $(pgrep -f 'ncu|profile_wrapper'); do echo "exe $p $(readlink /proc/$p/exe)"; done
+    sleep 0.3
+  done > $out/ps_$1.txt 2>&1
+}
 summary() {  # dir
   python3 - "$1" <<'PY'
 import json, sys
@@ -61,8 +75,10 @@ PY
     rm -rf /tmp/kcA && cp -a /tmp/kcA.snap /tmp/kcA
     # KAGENT_PROFILE_TRACE=1: the wrapper stamps its phases (batch received, batch done), so the
     # seconds from its last device work to ncu's exit can be told apart.
+    [ $tag = C1a ] && { touch $out/sampling; sample_ps $tag & }
     case $tag in C0*) one $tag /tmp/kcA KAGENT_NCU_STANDBY_AHEAD=0 KAGENT_PROFILE_TRACE=1 ;;
                  *) one $tag /tmp/kcA KAGENT_PROFILE_TRACE=1 ;; esac
+    rm -f $out/sampling; wait
   done
 fi
 if [ $part != runs ]; then
