@@ -24,6 +24,11 @@ namespace fs = std::filesystem;
 
 namespace kagent {
 
+/// The reply to `p` from its outcome (none: this platform has no profiler); abandoned when its
+/// candidate was cancelled or the run is stopping.
+profile_result profile_reply(const profile& p, const std::string& platform, std::optional<kernel_profile_outcome> outcome,
+                             bool abandoned = false);
+
 namespace {
 
 device_settings settings_for(const run_context& ctx, int device_id) {
@@ -130,6 +135,100 @@ profile_result no_profiler_result(const profile& p, const std::string& platform)
   return r;
 }
 
+// ---- the rest of a profile whose device work is over ---------------------------------------------------
+
+namespace {
+
+/// (tail_atom) -> the batch's replies; (tail_one_atom) -> the one profile's. Sent once, by the device
+/// actor's delegation of the request whose profile it finishes.
+using tail_atom = caf::atom_constant<caf::atom("tail")>;
+using tail_one_atom = caf::atom_constant<caf::atom("tailone")>;
+using profile_tail_actor = caf::typed_actor<caf::replies_to<tail_atom>::with<std::vector<profile_result>>,
+                                            caf::replies_to<tail_one_atom>::with<profile_result>>;
+
+/// What the helper needs: the tail, the profiles it answers (replies already made for those that did
+/// not reach the profiler), and the device, which profiles again a kernel the batch did not deliver.
+struct tail_job {
+  std::unique_ptr<profile_tail> tail;
+  std::string platform;
+  std::vector<profile> items;
+  std::vector<kernel_profile_request> reqs;  ///< of the items that reached the profiler
+  std::vector<size_t> index;                 ///< reqs[k] is items[index[k]]
+  std::vector<profile_result> out;           ///< one per item
+  device_actor_type device;
+};
+
+struct tail_state {
+  static inline const char* name = "profile_tail";
+};
+
+/// Waits for ncu's report (blocking: a detached actor), then calls `deliver` with one reply per item.
+/// A kernel the batch did not deliver goes back to the device, whose mailbox keeps the device's
+/// exclusivity, and is answered with that profile (its file gets the batch's record first, as after
+/// any batch); if the device is gone, the batch's failure stands.
+template <class Self, class Deliver>
+void finish_tail(Self* self, const std::shared_ptr<tail_job>& job, Deliver deliver) {
+  auto outcomes = job->tail->finish();
+  job->tail.reset();
+  profile_batch again;
+  std::vector<size_t> redo;                    // positions in reqs
+  std::vector<invocation_record> batch_record;  // of each redo, the batch's
+  for (size_t k = 0; k < job->index.size() && k < outcomes.size(); ++k) {
+    const auto& item = job->items[job->index[k]];
+    if (outcomes[k].redo && !outcomes[k].records.empty() && !stop_requested() && !work_cancelled(item.candidate_id)) {
+      again.items.push_back(item);
+      redo.push_back(k);
+      batch_record.push_back(outcomes[k].records.front());
+    }
+    job->out[job->index[k]] = profile_reply(item, job->platform, std::move(outcomes[k]));
+  }
+  if (again.items.empty()) {
+    deliver(std::move(job->out));
+    self->quit();
+    return;
+  }
+  self->request(job->device, caf::infinite, std::move(again))
+      .then(
+          [self, job, redo, batch_record, deliver](std::vector<profile_result>& rs) mutable {
+            for (size_t j = 0; j < redo.size() && j < rs.size(); ++j) {
+              const auto k = redo[j];
+              const auto why = job->out[job->index[k]].error;
+              try {
+                prepend_invocation_record(job->reqs[k].dir, batch_record[j],
+                                          "rejected: " + why + "; profiled again on its own, on the device");
+              } catch (const std::exception&) {
+              }
+              job->out[job->index[k]] = std::move(rs[j]);
+            }
+            deliver(std::move(job->out));
+            self->quit();
+          },
+          [self, job, deliver](caf::error&) mutable {
+            deliver(std::move(job->out));
+            self->quit();
+          });
+}
+
+profile_tail_actor::behavior_type profile_tail_helper(profile_tail_actor::stateful_pointer<tail_state> self,
+                                                      std::shared_ptr<tail_job> job) {
+  return {
+      [self, job](tail_atom) -> caf::result<std::vector<profile_result>> {
+        auto rp = self->make_response_promise<std::vector<profile_result>>();
+        finish_tail(self, job, [rp](std::vector<profile_result> out) mutable { rp.deliver(std::move(out)); });
+        return rp;
+      },
+      [self, job](tail_one_atom) -> caf::result<profile_result> {
+        auto rp = self->make_response_promise<profile_result>();
+        finish_tail(self, job, [rp](std::vector<profile_result> out) mutable {
+          rp.deliver(out.empty() ? profile_result{} : std::move(out.front()));
+        });
+        return rp;
+      },
+  };
+}
+
+} // namespace
+
 device_state::device_state() = default;
 device_state::~device_state() = default;
 
@@ -233,15 +332,20 @@ void device_state::remember_timing(const device_result& r) {
   if (r.benchmarked && !r.code_hash.empty() && is_measured(r.time_ms)) timed_.emplace(r.code_hash, r);
 }
 
-profile_result device_state::run_profile(const profile& p) {
+caf::result<profile_result> device_state::run_profile(const profile& p) {
   // A candidate whose deadline passed (cancel_work) has its profiler killed and none started.
   work_scope scope(p.candidate_id);
   if (!has_profiler(ctx_->cfg.platform.profiler)) return result_of(p, std::nullopt);
   kernel_profile_outcome o;
+  std::unique_ptr<profile_tail> tail;
+  kernel_profile_request req;
   try {
     if (should_give_up()) throw std::runtime_error("cancelled before it started");
+    req = make_request(*ctx_, device_id_, p, unnamed_);
     // The next standby starts beside this profile, except after the final one (no profile follows).
-    o = profile_kernels({make_request(*ctx_, device_id_, p, unnamed_)}, &standby_, p.label != "final").front();
+    auto started = start_profile_kernels({req}, &standby_, p.label != "final");
+    if (started.tail) tail = std::move(started.tail);
+    else o = std::move(started.outcomes.front());
   } catch (const std::exception& e) {
     // profile_kernel reports tool failures itself; this is a bad request (e.g. a negative device id).
     o.ok = false;
@@ -249,6 +353,18 @@ profile_result device_state::run_profile(const profile& p) {
     o.invocation = "setup";
   }
   if (p.label != "final") arm_standby();  // after the final profile none follows
+  if (tail) {
+    auto job = std::make_shared<tail_job>();
+    job->tail = std::move(tail);
+    job->platform = ctx_->cfg.platform.profiler;
+    job->items = {p};
+    job->reqs = {req};
+    job->index = {0};
+    job->out.resize(1);
+    job->device = caf::actor_cast<device_actor_type>(self_);
+    auto helper = self_->spawn<caf::detached>(profile_tail_helper, job);
+    return self_->delegate(helper, tail_one_atom::value);
+  }
   return result_of(p, std::move(o));
 }
 
@@ -271,7 +387,7 @@ void device_state::arm_standby() {
 // profile_kernels); a kernel the batch did not deliver is profiled on its own there. Profiles of
 // candidates cancelled before the batch starts are not run. A cancel during the batch does not stop
 // it (the batch serves other kernels too); its budget bounds it.
-std::vector<profile_result> device_state::run_profile_batch(const profile_batch& b) {
+caf::result<std::vector<profile_result>> device_state::run_profile_batch(const profile_batch& b) {
   std::vector<profile_result> out(b.items.size());
   if (!has_profiler(ctx_->cfg.platform.profiler)) {
     for (size_t i = 0; i < b.items.size(); ++i) out[i] = result_of(b.items[i], std::nullopt);
@@ -298,16 +414,34 @@ std::vector<profile_result> device_state::run_profile_batch(const profile_batch&
     }
   }
   const bool more = std::any_of(b.items.begin(), b.items.end(), [](const profile& p) { return p.label != "final"; });
-  auto outcomes = profile_kernels(reqs, &standby_, more);
+  auto started = start_profile_kernels(reqs, &standby_, more);
+  if (more) arm_standby();  // as after a single profile: none after a final one
+  if (started.tail) {
+    auto job = std::make_shared<tail_job>();
+    job->tail = std::move(started.tail);
+    job->platform = ctx_->cfg.platform.profiler;
+    job->items = b.items;
+    job->reqs = std::move(reqs);
+    job->index = std::move(index);
+    job->out = std::move(out);
+    job->device = caf::actor_cast<device_actor_type>(self_);
+    auto helper = self_->spawn<caf::detached>(profile_tail_helper, job);
+    return self_->delegate(helper, tail_atom::value);
+  }
+  auto& outcomes = started.outcomes;
   for (size_t k = 0; k < index.size() && k < outcomes.size(); ++k)
     out[index[k]] = result_of(b.items[index[k]], std::move(outcomes[k]));
-  if (more) arm_standby();  // as after a single profile: none after a final one
   return out;
 }
 
 profile_result device_state::result_of(const profile& p, std::optional<kernel_profile_outcome> outcome,
                                        bool abandoned) const {
-  profile_result r = no_profiler_result(p, ctx_->cfg.platform.profiler);
+  return profile_reply(p, ctx_->cfg.platform.profiler, std::move(outcome), abandoned);
+}
+
+profile_result profile_reply(const profile& p, const std::string& platform, std::optional<kernel_profile_outcome> outcome,
+                             bool abandoned) {
+  profile_result r = no_profiler_result(p, platform);
   r.available = outcome.has_value();
   if (!outcome) return r;  // cpu, noop: nothing to profile with
   auto& o = *outcome;

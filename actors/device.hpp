@@ -34,8 +34,11 @@ public:
 
 private:
   evaluation run_evaluation(const evaluate& req);
-  profile_result run_profile(const profile& p);
-  std::vector<profile_result> run_profile_batch(const profile_batch& b);
+  /// A profile whose program has exited while its ncu still writes the report (start_profile_kernels'
+  /// tail) gives the device back at once: the reply is delegated to a helper actor that waits for
+  /// the report (profile_tail_actor, in device.cpp), and this mailbox goes on with the next request.
+  caf::result<profile_result> run_profile(const profile& p);
+  caf::result<std::vector<profile_result>> run_profile_batch(const profile_batch& b);
   /// The reply for `p`: no outcome when this platform has no profiler; `abandoned` when its candidate
   /// was cancelled (or the run is stopping), which is no failure of the profiler.
   profile_result result_of(const profile& p, std::optional<kernel_profile_outcome> outcome,

@@ -2,11 +2,15 @@
 # One device call, two side-by-side comparisons (from the repository root with .device/ packed by
 # pack_device.sh; carry [".device"]; files come back as $OUT/ah.tgz):
 #  PART=runs  the next ncu standby started beside the batch it follows (KAGENT_NCU_STANDBY_AHEAD,
-#             default on) against after it (=0, as before), on a realistic second run of matvec
+#             default on) against after it, and the device given back before ncu's report
+#             (KAGENT_PROFILE_RELEASE, default on) against after it, on a realistic second run of matvec
 #             (run_trusted.sh run: beam 2x3, 2 rounds, instant replay replies, real ncu, sandboxed):
 #             a cold run A fills a cache; every profile is then removed from it except the starting
 #             kernel's (a second run of the same directory profiles new candidates, not its start);
-#             C0 (=0) and C1 (default) alternate twice from that same cache state.
+#             from that same cache state: C0 (as before both: KAGENT_NCU_STANDBY_AHEAD=0,
+#             KAGENT_PROFILE_RELEASE=0), C1 (the standby ahead, the device kept until ncu's report)
+#             and C2 (the default: ahead, and the device given back when the program has exited),
+#             in the order of TAGS (default C0a C1a C2a C1b C2b).
 #  PART=cost  the judge's replacement spares started beside a candidate's first call
 #             (KAGENT_JUDGE_REFILL=take, default) or after its verification (=verified): trusted_cost.py
 #             sandbox_steady passes on matvec, alternating take, verified, verified, take, between
@@ -71,12 +75,13 @@ for f in sorted(os.listdir(d)):
         os.remove(os.path.join(d, f))
 PY
   cp -a /tmp/kcA /tmp/kcA.snap
-  for tag in C0a C1a C0b C1b; do
+  for tag in ${TAGS:-C0a C1a C2a C1b C2b}; do
     rm -rf /tmp/kcA && cp -a /tmp/kcA.snap /tmp/kcA
     # KAGENT_PROFILE_TRACE=1: the wrapper stamps its phases (batch received, batch done), so the
     # seconds from its last device work to ncu's exit can be told apart.
-    [ $tag = C1a ] && { touch $out/sampling; sample_ps $tag & }
-    case $tag in C0*) one $tag /tmp/kcA KAGENT_NCU_STANDBY_AHEAD=0 KAGENT_PROFILE_TRACE=1 ;;
+    [ $tag = C2a ] && { touch $out/sampling; sample_ps $tag & }
+    case $tag in C0*) one $tag /tmp/kcA KAGENT_NCU_STANDBY_AHEAD=0 KAGENT_PROFILE_RELEASE=0 KAGENT_PROFILE_TRACE=1 ;;
+                 C1*) one $tag /tmp/kcA KAGENT_PROFILE_RELEASE=0 KAGENT_PROFILE_TRACE=1 ;;
                  *) one $tag /tmp/kcA KAGENT_PROFILE_TRACE=1 ;; esac
     rm -f $out/sampling; wait
   done

@@ -8,6 +8,7 @@ namespace kagent {
 
 background_process::background_process(process_spec spec, std::string key) : key_(std::move(key)) {
   result_ = promise_.get_future();
+  spec.pid_sink = pid_;
   thread_ = std::thread([this, spec = std::move(spec)] {
     work_scope scope(key_);
     process_result r;

@@ -2,7 +2,9 @@
 // A process run on a thread of its own: the shape of every process this tool starts ahead of its
 // work (the ncu standby, the test.py standby), which wait for a hand-over and must be killable at any
 // moment by their owner or by the run's stop.
+#include <atomic>
 #include <chrono>
+#include <memory>
 #include <functional>
 #include <future>
 #include <string>
@@ -24,6 +26,8 @@ public:
   background_process& operator=(const background_process&) = delete;
 
   const std::string& key() const { return key_; }
+  /// The process's pid while it runs (0 before it started and once it was reaped).
+  int pid() const { return pid_->load(); }
   /// It has ended (on its own, or killed); its result is ready for finish().
   bool ended() const;
   /// Waits up to `limit` for it to end by itself, checking `give_up` (when given) every 100 ms;
@@ -36,6 +40,7 @@ public:
 
 private:
   std::string key_;
+  std::shared_ptr<std::atomic<int>> pid_ = std::make_shared<std::atomic<int>>(0);
   std::promise<process_result> promise_;
   std::future<process_result> result_;
   std::thread thread_;

@@ -127,6 +127,7 @@ process_result run_process(const process_spec& spec) {
   // Parent. Set the group from this side too, so killpg works even if we race the child's setpgid.
   ::setpgid(pid, pid);
   track_child_group(pid);
+  if (spec.pid_sink) spec.pid_sink->store(pid);
   ::close(in_pipe[0]);
   ::close(out_pipe[1]);
   ::close(err_pipe[1]);
@@ -171,6 +172,7 @@ process_result run_process(const process_spec& spec) {
     pid_t r = ::waitpid(pid, &status, block ? 0 : WNOHANG);
     if (r == pid) {
       exited = true;
+      if (spec.pid_sink) spec.pid_sink->store(0);
       drain_deadline = std::min(deadline, clock_type::now() + std::chrono::milliseconds(1500));
     }
   };

@@ -4,7 +4,9 @@
 // hung profiler or candidate leaves nothing behind. Output is captured concurrently (no pipe
 // deadlock) and truncated to a tail of `max_output_bytes` per stream. Once the run is stopping
 // (platform/common/stop.hpp) no child starts, and a running one's group is killed within ~100 ms.
+#include <atomic>
 #include <chrono>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -21,6 +23,9 @@ struct process_spec {
   std::string stdin_data;                     ///< written to the child's stdin, then closed
   size_t max_output_bytes = 1 << 20;          ///< per stream; the tail is kept
   std::chrono::milliseconds kill_grace{500};  ///< between SIGTERM and SIGKILL on expiry
+  /// When set, the child's pid is stored here once it runs (0 again once it is reaped): an owner on
+  /// another thread can look at the processes below it (platform/process/proc_tree.hpp).
+  std::shared_ptr<std::atomic<int>> pid_sink;
 };
 
 struct process_result {

@@ -18,6 +18,7 @@
 #include "platform/profiling/profile_cache.hpp"
 #include "platform/profiling/roofline_factory.hpp"
 #include "platform/process/background.hpp"
+#include "platform/process/proc_tree.hpp"
 #include "platform/process/runner.hpp"
 #include "platform/profile_core/profile_common.hpp"
 #include "platform/rocm/rocprof_parse.hpp"
@@ -629,9 +630,12 @@ bool batchable(const std::vector<kernel_profile_request>& reqs) {
                      [&](const kernel_profile_request& r) { return same_profiler_process(reqs.front(), r); });
 }
 
+} // namespace
+
 /// Puts `rec` (with `verdict`) first in the invocations.jsonl of `dir` (created), before what a
 /// profile of its own wrote there.
-void prepend_record(const fs::path& dir, invocation_record rec, const std::string& verdict) {
+void prepend_invocation_record(const std::string& dir_s, invocation_record rec, const std::string& verdict) {
+  const fs::path dir(dir_s);
   std::error_code ec;
   fs::create_directories(dir, ec);
   rec.verdict = verdict;
@@ -639,12 +643,15 @@ void prepend_record(const fs::path& dir, invocation_record rec, const std::strin
   write_text(path, redact(nlohmann::json(rec).dump()) + "\n" + read_file_if_present(path).value_or(""));
 }
 
+namespace {
+
 /// What one profiler process of a batch left behind, as the kernels' outcomes are made from it.
 struct batch_run {
   std::vector<std::optional<kernel_profile_outcome>> got;  ///< per request: attributed, or empty
   std::optional<invocation_record> record;                 ///< the process's invocation, once it ran
   std::string why_not;                                     ///< why a kernel was not delivered
   double wall_s = 0;
+  double report_s = 0;                                     ///< of wall_s, after the device was given back
 };
 
 /// The Triton kernel each request launches ("" unknown).
@@ -770,6 +777,11 @@ struct profiler_standby::process {
   bool sudo = false;
   double idle_s = 0;
   std::unique_ptr<background_process> run;  ///< ncu and its wrapper; killed and reaped by finish()
+  /// What of the tree below it is the profiler's own (for the device's release before the report),
+  /// and whether it may be released at all: only in a PID namespace of its own (bwrap), where nothing
+  /// the program starts can leave the tree, and not with KAGENT_PROFILE_RELEASE=0.
+  profiler_processes own;
+  bool may_release = false;
 
   bool ended() const { return run->ended(); }
   /// Records a standby that served no batch in its own directory's invocations.jsonl, so that every
@@ -837,6 +849,11 @@ bool profiler_standby::start(const kernel_profile_request& like, double idle_s) 
     // It waits up to idle_s for its batch, then runs that under the budget: its deadline covers both.
     auto spec = p->session->spec_for(p->inv.argv, p->session->child_env(p->inv.env_overrides),
                                      idle_s + p->like.budget_s + 30);
+    p->may_release = std::find(spec.argv.begin(), spec.argv.end(), "--unshare-pid") != spec.argv.end() &&
+                     env_get(like.env, "KAGENT_PROFILE_RELEASE").value_or("") != "0";
+    // A bare name is looked up as the child does: on the PATH of its environment.
+    p->own = profiler_processes_of(spec.argv.front(), p->binary, p->sudo,
+                                   env_get(spec.env ? *spec.env : current_environment(), "PATH").value_or(""));
     p->run = std::make_unique<background_process>(
         std::move(spec), fmt::format("ncu standby {} of device profile dir {}", started_ + 1, p->like.dir));
   } catch (const std::exception&) {
@@ -874,46 +891,172 @@ std::unique_ptr<profiler_standby::process> profiler_standby::take(const std::vec
   return std::move(p_);
 }
 
+// ---- what of a profile's process tree is the profiler's own -----------------------------------------
+
 namespace {
 
-/// The standby's process runs `reqs`: the kernels go into its directory, the batch file is renamed
-/// into place (the wrapper polls for it), and the process is waited for under the batch's budget,
-/// timed from the hand-over. Each kernel's rows are the launches inside its range kagent_kernel:kI.
-batch_run run_ncu_standby(const std::vector<kernel_profile_request>& reqs, profiler_standby::process& p) {
-  batch_run b;
-  b.got.resize(reqs.size());
-  auto& s = *p.session;
-  const auto names = kernel_names_of(reqs);
-  const double budget = batch_budget(reqs);
+std::string real_path(const std::string& p) {
+  std::error_code ec;
+  auto r = fs::canonical(p, ec);
+  return ec ? std::string{} : r.string();
+}
+
+/// A command as the profile runs it, resolved to a real path (a bare name on `path_var`).
+std::string real_command(const std::string& cmd, const std::string& path_var) {
+  if (cmd.empty()) return {};
+  if (cmd.find('/') != std::string::npos) return real_path(cmd);
+  const auto found = find_on_path(cmd, path_var);
+  return found.empty() ? std::string{} : real_path(found);
+}
+
+bool under(const std::string& path, const std::string& dir) {
+  return !dir.empty() && path.size() > dir.size() && path.compare(0, dir.size(), dir) == 0 && path[dir.size()] == '/';
+}
+
+} // namespace
+
+profiler_processes profiler_processes_of(const std::string& root_command, const std::string& ncu_binary, bool sudo,
+                                         const std::string& path_var) {
+  profiler_processes own;
+  auto add = [&](const std::string& real) {
+    if (!real.empty() && std::find(own.exes.begin(), own.exes.end(), real) == own.exes.end()) own.exes.push_back(real);
+  };
+  add(real_command(root_command, path_var));
+  const auto ncu = real_command(ncu_binary, path_var);
+  add(ncu);
+  if (!ncu.empty()) {
+    own.scripts.push_back(ncu);
+    own.tool_dir = fs::path(ncu).parent_path().string();
+  }
+  if (sudo) add(real_command("sudo", path_var));
+  return own;
+}
+
+std::vector<proc_entry> program_processes(const std::vector<proc_entry>& tree, const profiler_processes& own) {
+  std::vector<proc_entry> out;
+  for (const auto& p : tree) {
+    // The root (tree.front()) and its forks, which keep its executable and arguments (bwrap's PID 1;
+    // bwrap started through the dynamic loader, whose executable is the loader's).
+    if (p.pid == tree.front().pid || (!p.exe.empty() && p.exe == tree.front().exe && p.cmdline == tree.front().cmdline))
+      continue;
+    // A deleted or unreadable executable is the program's: real_path fails and nothing matches.
+    const auto exe = p.exe.empty() ? std::string{} : real_path(p.exe);
+    bool mine = !exe.empty() && std::find(own.exes.begin(), own.exes.end(), exe) != own.exes.end();
+    if (!mine && !exe.empty() && fs::path(exe).filename() == "ncu" && under(exe, own.tool_dir)) mine = true;
+    if (!mine && !exe.empty() && !own.scripts.empty()) {
+      for (size_t i = 1; i < p.cmdline.size(); ++i) {
+        if (p.cmdline[i].rfind("-", 0) == 0) continue;  // the interpreter's options (python3 -S, sh -e)
+        const auto script = real_path(p.cmdline[i]);
+        mine = !script.empty() && std::find(own.scripts.begin(), own.scripts.end(), script) != own.scripts.end();
+        break;
+      }
+    }
+    if (!mine) out.push_back(p);
+  }
+  return out;
+}
+
+namespace {
+
+/// A standby batch handed over: what run_ncu_standby's two halves share.
+struct standby_flight {
+  std::vector<kernel_profile_request> reqs;
+  std::unique_ptr<profiler_standby::process> p;
   std::vector<std::string> ids;
+  double handed = 0;       ///< the session's seconds at the hand-over
+  double limit = 0;        ///< the batch's wait, from the hand-over
+  double released = -1;    ///< the session's seconds when the device was given back (< 0: it was not)
+  bool in_time = true;
+  std::string why_not;     ///< the hand-over itself failed
+};
+
+/// The device may be given back: the program announced itself (standby.ready: it started) and no
+/// process of it is left below the standby's root.
+bool program_gone(profiler_standby::process& p) {
+  std::error_code ec;
+  if (!fs::exists(p.session->dir() / "standby.ready", ec)) return false;
+  const int root = p.run->pid();
+  if (root <= 0) return false;  // reaped: ncu has ended, the wait sees it
+  const auto tree = process_tree(root);
+  return !tree.empty() && program_processes(tree, p.own).empty();
+}
+
+/// The first half: the kernels go into the standby's directory, the batch file is renamed into place
+/// (the wrapper polls for it), and the process is waited for under the batch's budget, timed from the
+/// hand-over, until it ends or (with `release`, where it may) its program has exited.
+standby_flight hand_over(const std::vector<kernel_profile_request>& reqs, std::unique_ptr<profiler_standby::process> p,
+                         bool release) {
+  standby_flight f;
+  f.reqs = reqs;
+  f.p = std::move(p);
+  auto& s = *f.p->session;
   try {
     nlohmann::json items = nlohmann::json::array();
     for (size_t i = 0; i < reqs.size(); ++i) {
-      ids.push_back(fmt::format("k{}", i));
-      const auto kernel = s.dir() / (ids.back() + "_kernel.py");
+      f.ids.push_back(fmt::format("k{}", i));
+      const auto kernel = s.dir() / (f.ids.back() + "_kernel.py");
       write_text(kernel, reqs[i].code);
-      items.push_back({ids.back(), kernel.string()});
+      items.push_back({f.ids.back(), kernel.string()});
     }
     const auto batch = s.dir() / "batch.json";
     write_text(s.dir() / "batch.json.tmp", nlohmann::json{{"kernels", items}}.dump() + "\n");
     fs::rename(s.dir() / "batch.json.tmp", batch);
   } catch (const std::exception& e) {
-    p.finish();
-    b.why_not = std::string("profiler: cannot hand the batch to the standby: ") + e.what();
+    f.p->finish();
+    f.why_not = std::string("profiler: cannot hand the batch to the standby: ") + e.what();
+    return f;
+  }
+  f.handed = s.elapsed();
+  f.limit = std::max(1.0, batch_budget(reqs) - kill_grace_s);
+  release = release && f.p->may_release;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(f.limit);
+  while (true) {
+    const auto left = std::chrono::duration<double>(until - std::chrono::steady_clock::now()).count();
+    if (left <= 0) {
+      f.in_time = f.p->run->ended();
+      break;
+    }
+    // Polled every 50 ms while it may be released (a scan of /proc), else one wait to the end.
+    const double slice = release ? std::min(left, 0.05) : left;
+    if (f.p->run->wait(std::chrono::duration<double>(slice)) == background_process::waited::ended) break;
+    if (release && program_gone(*f.p)) {
+      f.released = s.elapsed();
+      break;
+    }
+  }
+  return f;
+}
+
+/// The second half: waits for the process (what is left of the batch's wait), records it, and
+/// attributes each kernel's rows: the launches inside its range kagent_kernel:kI.
+batch_run complete(standby_flight& f) {
+  batch_run b;
+  b.got.resize(f.reqs.size());
+  if (!f.why_not.empty()) {
+    b.why_not = f.why_not;
     return b;
   }
-  const double handed = s.elapsed();
-  const double limit = std::max(1.0, budget - kill_grace_s);
-  const bool in_time = p.run->wait(std::chrono::duration<double>(limit)) == background_process::waited::ended;
+  auto& p = *f.p;
+  auto& s = *p.session;
+  const auto& reqs = f.reqs;
+  if (f.released >= 0) {
+    const double left = f.limit - (s.elapsed() - f.handed);
+    f.in_time = left > 0 && p.run->wait(std::chrono::duration<double>(left)) == background_process::waited::ended;
+  }
   auto r = p.finish();
-  if (!in_time && !stop_requested()) {
+  if (!f.in_time && !stop_requested()) {
     r.timed_out = true;  // killed by us at the budget
     r.stopped = false;
   }
-  auto& rec = s.record(fmt::format("ncu (standby, batch of {})", reqs.size()), p.inv.argv, limit, handed, r,
+  auto& rec = s.record(fmt::format("ncu (standby, batch of {})", reqs.size()), p.inv.argv, f.limit, f.handed, r,
                        p.inv.expected_outputs);
   b.wall_s = rec.wall_s;
-  const auto lead = fmt::format("the standby started {:.1f} s before its batch", handed);
+  if (f.released >= 0) b.report_s = std::max(0.0, s.elapsed() - f.released);
+  auto lead = fmt::format("the standby started {:.1f} s before its batch", f.handed);
+  if (f.released >= 0)
+    lead += fmt::format("; the device was given back {:.2f} s after the hand-over, its program gone, {:.2f} s before "
+                        "ncu ended",
+                        f.released - f.handed, b.report_s);
   if (r.out.find(fmt::format("standby: batch of {} received", reqs.size())) == std::string::npos && !r.timed_out) {
     // It ended without running this batch (a crash at start-up, an early exit): nothing it wrote counts.
     b.why_not = "the standby profiler ended before it ran its batch (" + r.describe() + ")";
@@ -931,8 +1074,8 @@ batch_run run_ncu_standby(const std::vector<kernel_profile_request>& reqs, profi
                               {"kernel_filter", ""},
                               {"nvtx_include", standby_nvtx_include},
                               {"batch", {{"dir", s.dir().string()}, {"kernels", reqs.size()}, {"csv", p.inv.log_file},
-                                         {"standby_lead_s", handed}}}};
-  const auto attributed = attribute_batch(reqs, names, split_ncu_by_range(*table, ids), common, b);
+                                         {"standby_lead_s", f.handed}, {"report_s", b.report_s}}}};
+  const auto attributed = attribute_batch(reqs, kernel_names_of(reqs), split_ncu_by_range(*table, f.ids), common, b);
   s.settle(fmt::format("accepted: {} of {} kernels attributed; {}", attributed, reqs.size(), lead));
   b.record = s.last_record();
   return b;
@@ -940,21 +1083,25 @@ batch_run run_ncu_standby(const std::vector<kernel_profile_request>& reqs, profi
 
 /// The kernels' outcomes from a batch's process: each attributed one gets the batch's record, its
 /// kernel and its metrics.json in its own dir; one the batch did not deliver is profiled on its own
-/// with what the batch left of its budget, the batch's record first in its invocations.
-std::vector<kernel_profile_outcome> finish_batch(const std::vector<kernel_profile_request>& reqs, batch_run& b) {
+/// with what the batch left of its budget, the batch's record first in its invocations (or, without
+/// `alone`, comes back with `redo` and that record, for its owner to profile on the device and then
+/// prepend_invocation_record).
+std::vector<kernel_profile_outcome> finish_batch(const std::vector<kernel_profile_request>& reqs, batch_run& b,
+                                                 bool alone = true) {
   std::vector<kernel_profile_outcome> out;
   for (size_t i = 0; i < reqs.size(); ++i) {
     const auto& req = reqs[i];
     if (b.got[i]) {
       auto o = std::move(*b.got[i]);
       if (b.record) o.records.push_back(*b.record);
-      o.wall_s = b.wall_s;
+      o.wall_s = b.wall_s - b.report_s;
+      o.report_s = b.report_s;
       add_roofline(req, o);
       const auto id = sanitize_kernel_id(req.kernel_id.empty() ? "profile" : req.kernel_id);
       try {
         std::error_code ec;
         fs::remove(fs::path(req.dir) / "invocations.jsonl", ec);
-        prepend_record(req.dir, o.records.empty() ? invocation_record{} : o.records.back(),
+        prepend_invocation_record(req.dir, o.records.empty() ? invocation_record{} : o.records.back(),
                        fmt::format("accepted (kernel {} of a batch of {})", i + 1, reqs.size()));
         write_text(fs::path(req.dir) / (id + "_kernel.py"), req.code);
         write_metrics_file(req.dir, req, o, o.detail);
@@ -963,68 +1110,35 @@ std::vector<kernel_profile_outcome> finish_batch(const std::vector<kernel_profil
       out.push_back(std::move(o));
       continue;
     }
-    auto alone = req;
-    alone.budget_s = std::max(1.0, budget_of(req) - b.wall_s);
-    auto o = profile_uncached(alone);
+    if (!alone) {
+      kernel_profile_outcome o;
+      o.platform = req.platform;
+      o.redo = true;
+      o.error = b.why_not;
+      o.invocation = b.record ? b.record->name : "setup";
+      o.budget_s = budget_of(req);
+      o.wall_s = b.wall_s - b.report_s;
+      o.report_s = b.report_s;
+      if (b.record) o.records.push_back(*b.record);  // its owner's profile of it will put it first in its file
+      out.push_back(std::move(o));
+      continue;
+    }
+    auto alone_req = req;
+    alone_req.budget_s = std::max(1.0, budget_of(req) - b.wall_s);
+    auto o = profile_uncached(alone_req);
     o.budget_s = budget_of(req);
     if (b.record) {
       o.records.insert(o.records.begin(), *b.record);
-      prepend_record(req.dir, *b.record, "rejected: " + b.why_not + "; profiled on its own");
+      prepend_invocation_record(req.dir, *b.record, "rejected: " + b.why_not + "; profiled on its own");
     }
     out.push_back(std::move(o));
   }
   return out;
 }
 
-std::vector<kernel_profile_outcome> profile_batch_uncached(const std::vector<kernel_profile_request>& reqs,
-                                                           std::unique_ptr<profiler_standby::process> standby);
-
-} // namespace
-
-std::vector<kernel_profile_outcome> profile_kernels(const std::vector<kernel_profile_request>& reqs) {
-  return profile_kernels(reqs, nullptr);
-}
-
-std::vector<kernel_profile_outcome> profile_kernels(const std::vector<kernel_profile_request>& reqs,
-                                                   profiler_standby* standby, bool next_ahead) {
-  // The cached ones first: only the others reach the profiler (together, where they can).
-  std::vector<std::optional<kernel_profile_outcome>> got(reqs.size());
-  std::vector<kernel_profile_request> todo;
-  std::vector<size_t> at;
-  std::vector<std::string> keys;
-  for (size_t i = 0; i < reqs.size(); ++i) {
-    const auto key = reqs[i].cache_root.empty() || reqs[i].dir.empty() ? std::string{} : profile_cache_key(reqs[i]);
-    if (auto hit = cached_outcome(reqs[i], key)) {
-      got[i] = std::move(hit);
-      continue;
-    }
-    todo.push_back(reqs[i]);
-    at.push_back(i);
-    keys.push_back(key);
-  }
-  auto taken = standby ? standby->take(todo) : nullptr;
-  // The next standby starts now, beside this batch: its ncu, interpreter, torch and CUDA context load
-  // while this one replays, so a profile that follows soon finds it ready (it launches nothing and
-  // holds no input until its own batch, so it does not disturb this one's measurement).
-  if (taken && next_ahead) standby->start_next();
-  auto done = profile_batch_uncached(todo, std::move(taken));
-  for (size_t k = 0; k < done.size() && k < at.size(); ++k) {
-    store_cached_profile(reqs[at[k]].cache_root, keys[k], done[k]);
-    got[at[k]] = std::move(done[k]);
-  }
-  std::vector<kernel_profile_outcome> out;
-  for (auto& g : got) out.push_back(g ? std::move(*g) : kernel_profile_outcome{});
-  return out;
-}
-
-namespace {
-
-std::vector<kernel_profile_outcome> profile_batch_uncached(const std::vector<kernel_profile_request>& reqs,
-                                                           std::unique_ptr<profiler_standby::process> standby) {
-  if (standby) {
-    auto b = run_ncu_standby(reqs, *standby);
-    return finish_batch(reqs, b);
-  }
+/// Several kernels, none in the cache: through a standby (handed over), one batch process, or each on
+/// its own.
+std::vector<kernel_profile_outcome> profile_batch_uncached(const std::vector<kernel_profile_request>& reqs) {
   if (!batchable(reqs)) {
     std::vector<kernel_profile_outcome> out;
     for (const auto& r : reqs) out.push_back(profile_uncached(r));
@@ -1034,6 +1148,109 @@ std::vector<kernel_profile_outcome> profile_batch_uncached(const std::vector<ker
   return finish_batch(reqs, b);
 }
 
+/// The cache's part of a profile of several kernels: what it had, what went to the profiler.
+struct cache_split {
+  std::vector<std::optional<kernel_profile_outcome>> got;
+  std::vector<kernel_profile_request> todo;
+  std::vector<size_t> at;
+  std::vector<std::string> keys;
+
+  explicit cache_split(const std::vector<kernel_profile_request>& reqs) : got(reqs.size()) {
+    for (size_t i = 0; i < reqs.size(); ++i) {
+      const auto key = reqs[i].cache_root.empty() || reqs[i].dir.empty() ? std::string{} : profile_cache_key(reqs[i]);
+      if (auto hit = cached_outcome(reqs[i], key)) {
+        got[i] = std::move(hit);
+        continue;
+      }
+      todo.push_back(reqs[i]);
+      at.push_back(i);
+      keys.push_back(key);
+    }
+  }
+  /// The profiler's outcomes of `todo`, in order, stored in the cache (not one to be done again), and
+  /// every request's outcome.
+  std::vector<kernel_profile_outcome> merge(std::vector<kernel_profile_outcome> done) {
+    for (size_t k = 0; k < done.size() && k < at.size(); ++k) {
+      if (!done[k].redo) store_cached_profile(todo[k].cache_root, keys[k], done[k]);
+      got[at[k]] = std::move(done[k]);
+    }
+    std::vector<kernel_profile_outcome> out;
+    for (auto& g : got) out.push_back(g ? std::move(*g) : kernel_profile_outcome{});
+    return out;
+  }
+};
+
 } // namespace
+
+struct profile_tail::state {
+  cache_split split;
+  standby_flight flight;
+  bool finished = false;
+};
+
+profile_tail::profile_tail(std::unique_ptr<state> s) : s_(std::move(s)) {}
+profile_tail::~profile_tail() {
+  if (s_ && !s_->finished) s_->flight.p->finish();  // abandoned: ncu is killed and reaped
+}
+
+double profile_tail::held_s() const { return s_->flight.released - s_->flight.handed; }
+
+std::vector<kernel_profile_outcome> profile_tail::finish() {
+  s_->finished = true;
+  auto b = complete(s_->flight);
+  return s_->split.merge(finish_batch(s_->flight.reqs, b, false));
+}
+
+started_profile start_profile_kernels(const std::vector<kernel_profile_request>& reqs, profiler_standby* standby,
+                                      bool next_ahead) {
+  // The cached ones first: only the others reach the profiler (together, where they can).
+  started_profile out;
+  cache_split split(reqs);
+  auto taken = standby ? standby->take(split.todo) : nullptr;
+  if (!taken) {
+    out.outcomes = split.merge(profile_batch_uncached(split.todo));
+    return out;
+  }
+  // The next standby starts now, beside this batch: its ncu, interpreter, torch and CUDA context load
+  // while this one replays, so a profile that follows soon finds it ready (it launches nothing and
+  // holds no input until its own batch, so it does not disturb this one's measurement).
+  if (next_ahead) standby->start_next();
+  auto flight = hand_over(split.todo, std::move(taken), true);
+  if (flight.released < 0) {
+    auto b = complete(flight);
+    out.outcomes = split.merge(finish_batch(split.todo, b));
+    return out;
+  }
+  out.tail = std::make_unique<profile_tail>(
+      std::unique_ptr<profile_tail::state>(new profile_tail::state{std::move(split), std::move(flight)}));
+  return out;
+}
+
+std::vector<kernel_profile_outcome> profile_kernels(const std::vector<kernel_profile_request>& reqs) {
+  return profile_kernels(reqs, nullptr);
+}
+
+std::vector<kernel_profile_outcome> profile_kernels(const std::vector<kernel_profile_request>& reqs,
+                                                   profiler_standby* standby, bool next_ahead) {
+  auto started = start_profile_kernels(reqs, standby, next_ahead);
+  if (!started.tail) return std::move(started.outcomes);
+  // Given back early, but this caller waits for the whole profile: a kernel to be done again is
+  // profiled on its own here, as after any batch, with what the batch left of its budget.
+  auto out = started.tail->finish();
+  for (size_t i = 0; i < out.size(); ++i) {
+    if (!out[i].redo) continue;
+    auto req = reqs[i];
+    const double budget = budget_of(req);
+    req.budget_s = std::max(1.0, budget - out[i].wall_s - out[i].report_s);
+    auto records = std::move(out[i].records);
+    auto o = profile_uncached(req);
+    o.budget_s = budget;
+    o.records.insert(o.records.begin(), records.begin(), records.end());
+    if (!records.empty())
+      prepend_invocation_record(req.dir, records.front(), "rejected: " + out[i].error + "; profiled on its own");
+    out[i] = std::move(o);
+  }
+  return out;
+}
 
 } // namespace kagent

@@ -26,6 +26,7 @@
 
 #include "platform/common/env.hpp"
 #include "platform/config/config.hpp"
+#include "platform/process/proc_tree.hpp"
 #include "platform/process/sandbox.hpp"
 #include "platform/profile_core/roofline.hpp"
 
@@ -83,6 +84,12 @@ struct kernel_profile_request {
 
 struct kernel_profile_outcome {
   bool ok = false;
+  /// A kernel a batch did not deliver, from start_profile_kernels' tail: not profiled on its own
+  /// there (that needs the device, which was given back); its owner profiles it again.
+  bool redo = false;
+  /// Seconds of the profile after the device was given back (ncu's report once the profiled program
+  /// had exited: start_profile_kernels); not device time, and not in wall_s.
+  double report_s = 0;
   std::string platform;
   std::string error;               ///< verbatim SPEC error ("rocprof stats pass timed out after 1 s", ...)
   std::string invocation;          ///< the failing invocation's name ("setup" before any tool ran)
@@ -97,7 +104,7 @@ struct kernel_profile_outcome {
   std::vector<std::string> notes;  ///< e.g. why there is no roofline
   std::vector<invocation_record> records;
   double budget_s = 0;             ///< the budget the profile ran under
-  double wall_s = 0;
+  double wall_s = 0;               ///< the device's seconds (the whole profile unless report_s)
 };
 
 /// Runs the whole profile (or takes it from req.cache_root). Never throws: tool failures, unusable
@@ -135,6 +142,8 @@ std::vector<kernel_profile_outcome> profile_kernels(const std::vector<kernel_pro
 /// its start-up (about 5 s under ncu on an H200) overlaps the batch it follows instead of the device
 /// time after it: a profile that comes soon after another finds its process ready.
 /// KAGENT_NCU_STANDBY_AHEAD=0 starts it only when the owner asks again (after the batch), as before.
+struct started_profile;
+
 class profiler_standby {
 public:
   profiler_standby();
@@ -157,8 +166,8 @@ public:
   struct process;
 
 private:
-  friend std::vector<kernel_profile_outcome> profile_kernels(const std::vector<kernel_profile_request>& reqs,
-                                                             profiler_standby* standby, bool next_ahead);
+  friend started_profile start_profile_kernels(const std::vector<kernel_profile_request>& reqs,
+                                               profiler_standby* standby, bool next_ahead);
   /// The waiting process when it can run `reqs` (the same problem, interpreter, device, dtype, size,
   /// sandbox, environment and ncu), handed over; a process that ended by itself is reaped and counted.
   std::unique_ptr<process> take(const std::vector<kernel_profile_request>& reqs);
@@ -181,6 +190,66 @@ private:
 std::vector<kernel_profile_outcome> profile_kernels(const std::vector<kernel_profile_request>& reqs,
                                                    profiler_standby* standby, bool next_ahead = false);
 
+/// The profiler's own processes, as the device's release tells them from the profiled program's
+/// (start_profile_kernels): executables given by their real paths, and scripts an interpreter may be
+/// running (a front-end script; the test suite's fake ncu).
+struct profiler_processes {
+  std::vector<std::string> exes;     ///< real paths: the command the profile runs (bwrap, sudo, ncu)
+  std::vector<std::string> scripts;  ///< real paths of scripts (ncu's front end when it is one)
+  std::string tool_dir;              ///< the real directory of ncu's front end
+};
+
+/// `root_command` (the first word of the profile's command: bwrap, sudo or ncu), ncu's front end
+/// `ncu_binary` (as the plan names it: a path, or a name on `path_var`, the child's PATH) and sudo
+/// when used.
+profiler_processes profiler_processes_of(const std::string& root_command, const std::string& ncu_binary, bool sudo,
+                                         const std::string& path_var);
+
+/// The processes of `tree` (process_tree of the profile's root) that are not the profiler's: the
+/// profiled program and whatever it started. A process is the profiler's when it is the root
+/// (tree.front()) or a fork of it (the same executable and arguments), when its executable is one
+/// of `own.exes`, an executable named ncu in own.tool_dir or below it (ncu's front end may exec its
+/// target binary from there), or an interpreter whose script (its first argument that is no option)
+/// is one of `own.scripts`. Everything else counts as the program's: when in doubt, the device is
+/// not given back.
+std::vector<proc_entry> program_processes(const std::vector<proc_entry>& tree, const profiler_processes& own);
+
+/// A profile whose device work is over while its profiler still runs: a standby batch whose program
+/// (the wrapper, the candidates' code, everything it started) has exited inside its PID namespace
+/// while ncu writes its report (about 1 s on an H200). What is left needs no device: finish() waits
+/// for ncu, parses and attributes the report and stores the profiles in the cache; any thread may call
+/// it (the owner of the standby may meanwhile start the next one).
+class profile_tail {
+public:
+  struct state;
+  explicit profile_tail(std::unique_ptr<state> s);
+  ~profile_tail();
+  profile_tail(const profile_tail&) = delete;
+  profile_tail& operator=(const profile_tail&) = delete;
+  /// One outcome per request of start_profile_kernels, in order. A kernel the batch did not deliver
+  /// comes back with `redo` (and the batch's record first in its records and its invocations.jsonl):
+  /// its owner profiles it again on the device. Call once; never throws.
+  std::vector<kernel_profile_outcome> finish();
+  /// Seconds from the batch's hand-over to the device's release.
+  double held_s() const;
+
+private:
+  std::unique_ptr<state> s_;
+};
+
+/// profile_kernels(reqs, standby, next_ahead), except that a standby batch may give the device back
+/// before the profile ends: when its program has exited (nothing left in the tree below ncu but the
+/// profiler's own processes, program_processes) and its ncu runs in a PID namespace of its own, it
+/// returns `tail` and the caller may use the device at once. Otherwise (no standby, a fresh profile, a
+/// cache hit, KAGENT_PROFILE_RELEASE=0, no namespace) `outcomes` is complete, as profile_kernels
+/// gives them.
+struct started_profile {
+  std::vector<kernel_profile_outcome> outcomes;
+  std::unique_ptr<profile_tail> tail;
+};
+started_profile start_profile_kernels(const std::vector<kernel_profile_request>& reqs, profiler_standby* standby,
+                                      bool next_ahead = false);
+
 /// The Triton kernel a candidate launches: the first @triton.jit (or @jit) function whose name is
 /// followed by '[' somewhere in the code (a grid launch); when none is, the only @triton.jit function
 /// if there is exactly one; else nullopt (no name filter: the busiest-kernel rule applies).
@@ -201,5 +270,9 @@ std::optional<double> next_command_timeout(double share_s, double budget_s, doub
 double fair_command_timeout(double left_s, int commands_after, double slowest_s, double cap_s);
 
 void to_json(nlohmann::json& j, const invocation_record& r);
+
+/// Puts `rec` (with `verdict`) first in the invocations.jsonl of `dir` (created), before what a
+/// profile of its own wrote there: a batch's record in the file of a kernel it did not deliver.
+void prepend_invocation_record(const std::string& dir, invocation_record rec, const std::string& verdict);
 
 } // namespace kagent

@@ -681,3 +681,74 @@ TEST(ProfileCache, InABatchOnlyTheKernelsNotInTheCacheReachTheProfiler) {
   const auto argv = c.fake_calls()[1]["argv"].get<std::vector<std::string>>();
   EXPECT_NE(std::find(argv.begin(), argv.end(), "matvec_splitk_kernel"), argv.end());
 }
+
+// The device's release before ncu's report (start_profile_kernels): which processes below the
+// profiler's root are its own. Real executables and scripts of this machine stand in for ncu's.
+TEST(ProfilerProcesses, OnlyTheProfilersExecutablesAndScriptsAreItsOwn) {
+  const fs::path tmp = fs::temp_directory_path() / ("kagent_own_" + std::to_string(::getpid()));
+  fs::create_directories(tmp / "nsight/target/x64");
+  const auto ncu_script = tmp / "nsight/ncu";
+  const auto ncu_target = tmp / "nsight/target/x64/ncu";
+  const auto other_tool = tmp / "nsight/target/x64/helper";
+  for (const auto& f : {ncu_script, ncu_target, other_tool}) {
+    std::ofstream(f) << "#!/bin/sh\n";
+    fs::permissions(f, fs::perms::owner_all);
+  }
+  fs::create_directories(tmp / "elsewhere");
+  std::ofstream(tmp / "elsewhere/ncu") << "#!/bin/sh\n";
+  const std::string sh = fs::canonical("/bin/sh").string();
+  const std::string path_var = env_get(current_environment(), "PATH").value_or("");
+  const auto own = profiler_processes_of("/bin/sh", ncu_script.string(), false, path_var);  // root: stands in for bwrap
+  EXPECT_EQ(own.tool_dir, fs::canonical(tmp / "nsight").string());
+
+  auto entry = [](int pid, std::string exe, std::vector<std::string> cmd, std::string comm = "x") {
+    proc_entry p;
+    p.pid = pid;
+    p.exe = std::move(exe);
+    p.cmdline = std::move(cmd);
+    p.comm = std::move(comm);
+    return p;
+  };
+  const std::string python = "/usr/bin/python3";
+  const std::string loader = "/lib64/ld-linux-x86-64.so.2";
+  std::vector<proc_entry> tree{
+      entry(1, loader, {loader, "bwrap", "--unshare-pid"}),                       // the root, through the loader
+      entry(5, loader, {loader, "bwrap", "--unshare-pid"}),                       // its fork (bwrap's PID 1)
+      entry(6, sh, {"sh"}),                                                       // root_command's executable
+      entry(2, ncu_script.string(), {"ncu"}),                                     // the front end itself
+      entry(3, ncu_target.string(), {"ncu", "--csv"}),                            // its target, named ncu, below it
+      entry(4, python, {python, "-S", ncu_script.string(), "--csv"}),             // an interpreter running it
+  };
+  EXPECT_TRUE(program_processes(tree, own).empty());
+
+  const std::vector<proc_entry> programs{
+      entry(10, python, {python, "profile_wrapper.py", "--standby", "d"}),         // the wrapper
+      entry(11, python, {python, "-c", "pass"}, "ncu"),                            // a name set with prctl
+      entry(12, other_tool.string(), {"helper"}),                                  // in ncu's tree, not ncu
+      entry(13, (tmp / "elsewhere/ncu").string(), {"ncu"}),                        // named ncu, elsewhere
+      entry(14, "", {"?"}),                                                        // exe unreadable
+      entry(15, python + " (deleted)", {python}),                                  // exe deleted
+      entry(16, python, {python, "-S", (tmp / "elsewhere/ncu").string()}),         // another script
+      entry(17, loader, {loader, python, "evil.py"}),                              // the loader, other arguments
+  };
+  for (const auto& p : programs) {
+    auto t = tree;
+    t.push_back(p);
+    const auto left = program_processes(t, own);
+    ASSERT_EQ(left.size(), 1u) << p.pid;
+    EXPECT_EQ(left[0].pid, p.pid);
+  }
+  // sudo is the profiler's only when it runs ncu with sudo.
+  const auto sudo_path = find_on_path("sudo", path_var);
+  if (!sudo_path.empty()) {
+    auto t = tree;
+    t.push_back(entry(20, fs::canonical(sudo_path).string(), {"sudo", "-E", "ncu"}));
+    EXPECT_EQ(program_processes(t, own).size(), 1u);
+    EXPECT_TRUE(program_processes(t, profiler_processes_of("/bin/sh", ncu_script.string(), true, path_var)).empty());
+  }
+  // A bare name is looked up on the PATH the child gets, not on ours.
+  const auto by_name = profiler_processes_of("sh", "ncu", false, (tmp / "nsight").string());
+  EXPECT_EQ(by_name.scripts, std::vector<std::string>{fs::canonical(ncu_script).string()});
+  EXPECT_TRUE(profiler_processes_of("sh", "ncu", false, (tmp / "nowhere").string()).scripts.empty());
+  fs::remove_all(tmp);
+}

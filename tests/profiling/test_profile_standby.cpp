@@ -322,3 +322,122 @@ TEST(ProfilerStandby, TheNextOneStartsBesideTheBatchItFollowsUnlessTurnedOff) {
     EXPECT_EQ(c.fake_calls().size(), 2u);
   }
 }
+
+// ---- the device given back before ncu's report ------------------------------------------------------
+
+namespace {
+
+double now_s() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+using env_vars = std::map<std::string, std::string>;
+
+/// Every request of the case under bwrap: the only sandbox whose PID namespace keeps everything the
+/// program starts below ncu.
+void under_bwrap(standby_case& c) {
+  for (auto* r : {&c.a.req, &c.b, &c.like}) r->sandbox_mode = "bwrap";
+}
+
+/// When the fake ncu saw its program end and wrote its report (ncu_report.jsonl in its directory).
+nlohmann::json report_times(const fs::path& standby_dir) {
+  const auto lines = log_lines(standby_dir / "ncu_report.jsonl");
+  return lines.empty() ? nlohmann::json{} : lines.back();
+}
+
+} // namespace
+
+// ncu writes its report after the profiled program has exited (about 1 s a profile on an H200), and
+// the device does nothing for it: the device is given back as soon as the program is gone, and the
+// report is finished by whoever holds the tail.
+TEST(ProfilerStandby, TheDeviceIsGivenBackWhenItsProgramHasExitedBeforeNcusReport) {
+  NEED_HARNESS_PYTHON();
+  if (!probe_bwrap().ok) GTEST_SKIP() << "bwrap does not work here: " << probe_bwrap().why;
+  standby_case c(env_vars{{"FAKE_NCU_REPORT_S", "2"}});
+  under_bwrap(c);
+  profiler_standby sb;
+  ASSERT_TRUE(sb.start(c.like, 300));
+  ASSERT_TRUE(c.wait_ready(1));
+  auto started = start_profile_kernels(std::vector<kernel_profile_request>{c.a.req, c.b}, &sb, false);
+  const double returned = now_s();
+  ASSERT_TRUE(started.tail) << "the device was not given back before the report";
+  EXPECT_TRUE(started.outcomes.empty());
+  EXPECT_FALSE(fs::exists(c.standby_dir(1) / "ncu_report.jsonl")) << "given back only after the report";
+  EXPECT_GT(started.tail->held_s(), 0);
+  auto out = started.tail->finish();
+  ASSERT_EQ(out.size(), 2u);
+  for (const auto& o : out) {
+    ASSERT_TRUE(o.ok) << o.error << "\n" << o.output_tail;
+    EXPECT_FALSE(o.redo);
+    EXPECT_GT(o.report_s, 0) << "the report's seconds are not the device's";
+    ASSERT_FALSE(o.records.empty());
+    EXPECT_NE(o.records.back().verdict.find("device was given back"), std::string::npos) << o.records.back().verdict;
+  }
+  EXPECT_EQ(out[0].kernel_name, "matvec_kernel");
+  EXPECT_EQ(out[1].kernel_name, "matvec_splitk_kernel");
+  const auto t = report_times(c.standby_dir(1));
+  ASSERT_FALSE(t.is_null());
+  EXPECT_LE(t["program_ended"].get<double>(), returned) << "given back while the program ran";
+  EXPECT_GT(t["report_written"].get<double>(), returned);
+  EXPECT_NEAR(out[0].detail.at("batch").at("report_s").get<double>(), out[0].report_s, 1e-9);
+}
+
+// Not given back early: outside a PID namespace of its own (a process the program leaves behind could
+// leave the tree), nor with KAGENT_PROFILE_RELEASE=0; the outcomes are then complete at once.
+TEST(ProfilerStandby, TheDeviceIsKeptToTheEndWithoutBwrapOrWhenTurnedOff) {
+  NEED_HARNESS_PYTHON();
+  for (const bool bwrap : {false, true}) {
+    if (bwrap && !probe_bwrap().ok) GTEST_SKIP() << "bwrap does not work here: " << probe_bwrap().why;
+    standby_case c(bwrap ? env_vars{{"FAKE_NCU_REPORT_S", "1"}, {"KAGENT_PROFILE_RELEASE", "0"}}
+                         : env_vars{{"FAKE_NCU_REPORT_S", "1"}});
+    if (bwrap) under_bwrap(c);
+    profiler_standby sb;
+    ASSERT_TRUE(sb.start(c.like, 300));
+    ASSERT_TRUE(c.wait_ready(1));
+    auto started = start_profile_kernels(std::vector<kernel_profile_request>{c.a.req}, &sb, false);
+    EXPECT_FALSE(started.tail) << (bwrap ? "turned off" : "no namespace");
+    ASSERT_EQ(started.outcomes.size(), 1u);
+    EXPECT_TRUE(started.outcomes[0].ok) << started.outcomes[0].error;
+    EXPECT_EQ(started.outcomes[0].report_s, 0);
+    EXPECT_TRUE(fs::exists(c.standby_dir(1) / "ncu_report.jsonl"));
+  }
+}
+
+// The attack: a kernel whose module leaves a process behind when the wrapper exits (a new session, and
+// named "ncu" like the profiler), which waits for the wrapper's exit and then runs on. The device is not
+// given back while it lives: the rule looks at executables and scripts, not at names a process sets.
+TEST(ProfilerStandby, AProcessTheKernelLeavesBehindKeepsTheDeviceUntilItEnds) {
+  NEED_HARNESS_PYTHON();
+  if (!probe_bwrap().ok) GTEST_SKIP() << "bwrap does not work here: " << probe_bwrap().why;
+  standby_case c(env_vars{{"FAKE_NCU_REPORT_S", "4"}});
+  under_bwrap(c);
+  c.b.code = R"(import ctypes, os, time
+_parent = os.getpid()
+if os.fork() == 0:
+    os.setsid()
+    try:
+        ctypes.CDLL(None).prctl(15, b"ncu", 0, 0, 0)
+    except Exception:
+        pass
+    while os.getppid() == _parent:
+        time.sleep(0.02)
+    time.sleep(1.5)
+    with open(os.path.join(os.environ.get("TMPDIR", "."), "left_behind_ended"), "w") as f:
+        f.write(repr(time.time()))
+    os._exit(0)
+)" + c.b.code;
+  profiler_standby sb;
+  ASSERT_TRUE(sb.start(c.like, 300));
+  ASSERT_TRUE(c.wait_ready(1));
+  auto started = start_profile_kernels(std::vector<kernel_profile_request>{c.a.req, c.b}, &sb, false);
+  const double returned = now_s();
+  const auto ended_file = c.standby_dir(1) / "tmp" / "left_behind_ended";
+  ASSERT_TRUE(fs::exists(ended_file)) << "the device was given back while the kernel's process ran";
+  EXPECT_LE(std::stod(read_file(ended_file.string())), returned);
+  // Still before the report: what kept it was that process, not ncu.
+  ASSERT_TRUE(started.tail);
+  EXPECT_FALSE(fs::exists(c.standby_dir(1) / "ncu_report.jsonl"));
+  auto out = started.tail->finish();
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_TRUE(out[0].ok) << out[0].error;
+}

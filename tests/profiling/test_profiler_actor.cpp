@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "actors/actors.hpp"
+#include "actors/device.hpp"
 #include "actors/gpu_worker.hpp"
 #include "platform/common/stop.hpp"
 #include "tests/support/actor_system.hpp"
@@ -115,6 +116,10 @@ std::map<std::string, std::string> rocprof_vars(const actor_case* c, const std::
 }
 
 /// A copy of a fixture directory, so that a test can add or remove its `faults` file between profiles.
+double now_epoch_s() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
 std::string fixture_copy(const scratch_dir& root, const std::string& name) {
   fs::path dst = root.path / ("fixture-" + name);
   fs::create_directories(dst);
@@ -411,4 +416,57 @@ TEST(ProfilerActor, ANvidiaDeviceStartsItsNextProfilerAheadAndAProfileFindsItWai
   EXPECT_EQ(c.tool_runs(), 2u) << "a standby started after the final profile";
   EXPECT_FALSE(fs::exists(c.root.path / "profiles" / "standby_d2_3"));
   EXPECT_TRUE(c.failures().empty());
+}
+
+// The device goes to its next request once a profile's program has exited, while ncu still writes
+// that profile's report (under bwrap: start_profile_kernels' tail, finished by a helper actor that
+// answers the profile). The next request here is an evaluation of a candidate whose deadline passed
+// (answered at once, without the evaluator): it is answered after the program's exit (the device's
+// mailbox is still one thing at a time) and before the report, and the profile comes back whole.
+TEST(ProfilerActor, ADeviceTakesItsNextRequestWhileNcuWritesTheReportOfTheLast) {
+  const auto py = std::string(KAGENT_SOURCE_DIR) + "/.venv/bin/python";
+  if (!run_cmd({py, "-c", "import torch, triton"}, current_environment(), "", 120).ok())
+    GTEST_SKIP() << py << " cannot import torch and triton";
+  if (!probe_bwrap().ok) GTEST_SKIP() << "bwrap does not work here: " << probe_bwrap().why;
+  actor_case c("nvidia", {});
+  c.ctx->python = py;
+  c.ctx->sandbox_mode = "bwrap";  // (the fake's log is outside the sandbox: its report file says when)
+  c.ctx->child_env = fake_env({{"FAKE_NCU_FIXTURES", fixture("ncu_standby_matvec")},
+                               {"FAKE_NCU_RUN_PROGRAM", "1"},
+                               {"FAKE_NCU_REPORT_S", "4"}});
+  auto device = c.sys.spawn<caf::detached>(device_actor, context_ptr(c.ctx), c.device_id);
+  const fs::path first = c.root.path / "profiles" / "standby_d2_1";
+  for (int i = 0; i < 2400 && !fs::exists(first / "standby.ready"); ++i) std::this_thread::sleep_for(50ms);
+  ASSERT_TRUE(fs::exists(first / "standby.ready")) << "no standby became ready";
+  profile_result r1;
+  double profiled_at = 0;
+  std::thread asker([&] {  // the profile, asked from an actor of its own
+    caf::scoped_actor other{c.sys};
+    other->request(device, 120s, c.request("r1_c0"))
+        .receive([&](const profile_result& r) { r1 = r; },
+                 [&](caf::error& e) { ADD_FAILURE() << "profile: " << c.sys.render(e); });
+    profiled_at = now_epoch_s();
+  });
+  for (int i = 0; i < 2400 && !fs::exists(first / "batch.json"); ++i) std::this_thread::sleep_for(10ms);
+  cancel_work("r1_c9");
+  evaluation e;
+  c.self->request(device, 120s, evaluate{"r1_c9", "", device_mode::verify, ""})
+      .receive([&](const evaluation& got) { e = got; }, [&](caf::error& err) { ADD_FAILURE() << c.sys.render(err); });
+  const double evaluated_at = now_epoch_s();
+  asker.join();
+  EXPECT_EQ(e.error, "cancelled before it reached the device");
+  ASSERT_TRUE(r1.ok) << r1.error;
+  EXPECT_EQ(r1.profile.kernel_name, "matvec_kernel");
+  const auto report = log_lines(first / "ncu_report.jsonl");
+  ASSERT_EQ(report.size(), 1u);
+  EXPECT_GE(evaluated_at, report[0]["program_ended"].get<double>()) << "answered while the program ran";
+  EXPECT_LT(evaluated_at, report[0]["report_written"].get<double>()) << "the device waited for the report";
+  EXPECT_GE(profiled_at, report[0]["report_written"].get<double>());
+  // The profile's device seconds leave its report out; the batch's record says when it was given back.
+  const auto batch = log_lines(first / "invocations.jsonl");
+  ASSERT_FALSE(batch.empty());
+  EXPECT_NE(batch.back()["verdict"].get<std::string>().find("device was given back"), std::string::npos)
+      << batch.back().dump().substr(0, 3000);
+  EXPECT_LT(r1.wall_s, batch.back()["wall_s"].get<double>());
+  c.self->send_exit(device, caf::exit_reason::user_shutdown);
 }
