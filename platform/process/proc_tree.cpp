@@ -27,6 +27,18 @@ bool parse_proc_stat(const std::string& line, proc_entry& out) {
   return true;
 }
 
+std::vector<int> parse_nspid(const std::string& line) {
+  std::vector<int> out;
+  if (line.rfind("NSpid:", 0) != 0) return out;
+  std::istringstream in(line.substr(6));
+  long v = 0;
+  while (in >> v) {
+    if (v <= 0) return {};
+    out.push_back(static_cast<int>(v));
+  }
+  return out;
+}
+
 namespace {
 
 std::string read_all(const std::string& path) {
@@ -68,6 +80,11 @@ std::vector<proc_entry> process_tree(int root) {
     auto p = all.at(pid);
     const auto base = "/proc/" + std::to_string(pid);
     p.exe = link_target(base + "/exe");
+    {
+      std::istringstream status(read_all(base + "/status"));
+      for (std::string line; std::getline(status, line);)
+        if (line.rfind("NSpid:", 0) == 0) p.nspid = parse_nspid(line);
+    }
     const auto raw = read_all(base + "/cmdline");
     for (size_t at = 0; at < raw.size();) {
       const auto nul = raw.find('\0', at);

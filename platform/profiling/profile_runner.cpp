@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <map>
+#include <sstream>
 #include <fstream>
 #include <regex>
 #include <system_error>
@@ -777,11 +779,11 @@ struct profiler_standby::process {
   bool sudo = false;
   double idle_s = 0;
   std::unique_ptr<background_process> run;  ///< ncu and its wrapper; killed and reaped by finish()
-  /// What of the tree below it is the profiler's own (for the device's release before the report),
-  /// and whether it may be released at all: only in a PID namespace of its own (bwrap), where nothing
-  /// the program starts can leave the tree, and not with KAGENT_PROFILE_RELEASE=0.
-  profiler_processes own;
+  /// Whether the device may be given back before ncu's report: only in a PID namespace of its own
+  /// (bwrap), where nothing the program starts can leave the tree below it, and not with
+  /// KAGENT_PROFILE_RELEASE=0. `own`: the profiler's processes (profiler_ancestors at the hand-over).
   bool may_release = false;
+  std::vector<int> own;
 
   bool ended() const { return run->ended(); }
   /// Records a standby that served no batch in its own directory's invocations.jsonl, so that every
@@ -851,9 +853,6 @@ bool profiler_standby::start(const kernel_profile_request& like, double idle_s) 
                                      idle_s + p->like.budget_s + 30);
     p->may_release = std::find(spec.argv.begin(), spec.argv.end(), "--unshare-pid") != spec.argv.end() &&
                      env_get(like.env, "KAGENT_PROFILE_RELEASE").value_or("") != "0";
-    // A bare name is looked up as the child does: on the PATH of its environment.
-    p->own = profiler_processes_of(spec.argv.front(), p->binary, p->sudo,
-                                   env_get(spec.env ? *spec.env : current_environment(), "PATH").value_or(""));
     p->run = std::make_unique<background_process>(
         std::move(spec), fmt::format("ncu standby {} of device profile dir {}", started_ + 1, p->like.dir));
   } catch (const std::exception&) {
@@ -893,66 +892,30 @@ std::unique_ptr<profiler_standby::process> profiler_standby::take(const std::vec
 
 // ---- what of a profile's process tree is the profiler's own -----------------------------------------
 
-namespace {
-
-std::string real_path(const std::string& p) {
-  std::error_code ec;
-  auto r = fs::canonical(p, ec);
-  return ec ? std::string{} : r.string();
-}
-
-/// A command as the profile runs it, resolved to a real path (a bare name on `path_var`).
-std::string real_command(const std::string& cmd, const std::string& path_var) {
-  if (cmd.empty()) return {};
-  if (cmd.find('/') != std::string::npos) return real_path(cmd);
-  const auto found = find_on_path(cmd, path_var);
-  return found.empty() ? std::string{} : real_path(found);
-}
-
-bool under(const std::string& path, const std::string& dir) {
-  return !dir.empty() && path.size() > dir.size() && path.compare(0, dir.size(), dir) == 0 && path[dir.size()] == '/';
-}
-
-} // namespace
-
-profiler_processes profiler_processes_of(const std::string& root_command, const std::string& ncu_binary, bool sudo,
-                                         const std::string& path_var) {
-  profiler_processes own;
-  auto add = [&](const std::string& real) {
-    if (!real.empty() && std::find(own.exes.begin(), own.exes.end(), real) == own.exes.end()) own.exes.push_back(real);
-  };
-  add(real_command(root_command, path_var));
-  const auto ncu = real_command(ncu_binary, path_var);
-  add(ncu);
-  if (!ncu.empty()) {
-    own.scripts.push_back(ncu);
-    own.tool_dir = fs::path(ncu).parent_path().string();
-  }
-  if (sudo) add(real_command("sudo", path_var));
-  return own;
-}
-
-std::vector<proc_entry> program_processes(const std::vector<proc_entry>& tree, const profiler_processes& own) {
-  std::vector<proc_entry> out;
+std::vector<int> profiler_ancestors(const std::vector<proc_entry>& tree, int program_pid) {
+  std::map<int, const proc_entry*> by_pid;
+  const proc_entry* program = nullptr;
   for (const auto& p : tree) {
-    // The root (tree.front()) and its forks, which keep its executable and arguments (bwrap's PID 1;
-    // bwrap started through the dynamic loader, whose executable is the loader's).
-    if (p.pid == tree.front().pid || (!p.exe.empty() && p.exe == tree.front().exe && p.cmdline == tree.front().cmdline))
-      continue;
-    // A deleted or unreadable executable is the program's: real_path fails and nothing matches.
-    const auto exe = p.exe.empty() ? std::string{} : real_path(p.exe);
-    bool mine = !exe.empty() && std::find(own.exes.begin(), own.exes.end(), exe) != own.exes.end();
-    if (!mine && !exe.empty() && fs::path(exe).filename() == "ncu" && under(exe, own.tool_dir)) mine = true;
-    if (!mine && !exe.empty() && !own.scripts.empty()) {
-      for (size_t i = 1; i < p.cmdline.size(); ++i) {
-        if (p.cmdline[i].rfind("-", 0) == 0) continue;  // the interpreter's options (python3 -S, sh -e)
-        const auto script = real_path(p.cmdline[i]);
-        mine = !script.empty() && std::find(own.scripts.begin(), own.scripts.end(), script) != own.scripts.end();
-        break;
-      }
+    by_pid[p.pid] = &p;
+    if (!p.nspid.empty() && p.nspid.back() == program_pid) {
+      if (program) return {};  // two processes that call themselves that: no telling which
+      program = &p;
     }
-    if (!mine) out.push_back(p);
   }
+  std::vector<int> out;
+  if (!program || tree.empty()) return out;
+  for (auto it = by_pid.find(program->ppid); it != by_pid.end(); it = by_pid.find(it->second->ppid)) {
+    out.push_back(it->first);
+    if (it->first == tree.front().pid || out.size() > tree.size()) break;
+  }
+  if (out.empty() || out.back() != tree.front().pid) return {};  // not below the root
+  return out;
+}
+
+std::vector<proc_entry> program_processes(const std::vector<proc_entry>& tree, const std::vector<int>& own) {
+  std::vector<proc_entry> out;
+  for (const auto& p : tree)
+    if (std::find(own.begin(), own.end(), p.pid) == own.end()) out.push_back(p);
   return out;
 }
 
@@ -970,11 +933,24 @@ struct standby_flight {
   std::string why_not;     ///< the hand-over itself failed
 };
 
-/// The device may be given back: the program announced itself (standby.ready: it started) and no
-/// process of it is left below the standby's root.
+/// Before the hand-over: the profiler's own processes are the ancestors of the program, which wrote
+/// its pid (as it sees it) into standby.ready before any candidate code could run. A standby not ready
+/// yet (its program could read the batch before this reads the file) or not found: false, and the
+/// device is kept to the end.
+bool identify_profiler(profiler_standby::process& p) {
+  const auto ready = read_file_if_present((p.session->dir() / "standby.ready").string());
+  if (!ready) return false;
+  int pid = 0;
+  std::istringstream(*ready) >> pid;
+  const int root = p.run->pid();
+  if (pid <= 0 || root <= 0) return false;
+  p.own = profiler_ancestors(process_tree(root), pid);
+  return !p.own.empty();
+}
+
+/// The device may be given back: nothing is left below the standby's root but the profiler's own
+/// processes (the program, and everything it started, have exited and been reaped).
 bool program_gone(profiler_standby::process& p) {
-  std::error_code ec;
-  if (!fs::exists(p.session->dir() / "standby.ready", ec)) return false;
   const int root = p.run->pid();
   if (root <= 0) return false;  // reaped: ncu has ended, the wait sees it
   const auto tree = process_tree(root);
@@ -990,6 +966,7 @@ standby_flight hand_over(const std::vector<kernel_profile_request>& reqs, std::u
   f.reqs = reqs;
   f.p = std::move(p);
   auto& s = *f.p->session;
+  release = release && f.p->may_release && identify_profiler(*f.p);
   try {
     nlohmann::json items = nlohmann::json::array();
     for (size_t i = 0; i < reqs.size(); ++i) {
@@ -1008,7 +985,6 @@ standby_flight hand_over(const std::vector<kernel_profile_request>& reqs, std::u
   }
   f.handed = s.elapsed();
   f.limit = std::max(1.0, batch_budget(reqs) - kill_grace_s);
-  release = release && f.p->may_release;
   const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(f.limit);
   while (true) {
     const auto left = std::chrono::duration<double>(until - std::chrono::steady_clock::now()).count();

@@ -190,33 +190,22 @@ private:
 std::vector<kernel_profile_outcome> profile_kernels(const std::vector<kernel_profile_request>& reqs,
                                                    profiler_standby* standby, bool next_ahead = false);
 
-/// The profiler's own processes, as the device's release tells them from the profiled program's
-/// (start_profile_kernels): executables given by their real paths, and scripts an interpreter may be
-/// running (a front-end script; the test suite's fake ncu).
-struct profiler_processes {
-  std::vector<std::string> exes;     ///< real paths: the command the profile runs (bwrap, sudo, ncu)
-  std::vector<std::string> scripts;  ///< real paths of scripts (ncu's front end when it is one)
-  std::string tool_dir;              ///< the real directory of ncu's front end
-};
+/// The profiler's own processes below a standby's root, for the device's release before ncu's report
+/// (start_profile_kernels): the ancestors of its program (the process whose own pid, its last NSpid,
+/// is `program_pid`: what the wrapper wrote into standby.ready before any candidate code ran), up to
+/// the root (tree.front()) included: bwrap, ncu's front-end script and binary, its subreaper. Empty
+/// when no single such process is below the root. Told apart by position, not by name or executable,
+/// which a candidate's process can borrow.
+std::vector<int> profiler_ancestors(const std::vector<proc_entry>& tree, int program_pid);
 
-/// `root_command` (the first word of the profile's command: bwrap, sudo or ncu), ncu's front end
-/// `ncu_binary` (as the plan names it: a path, or a name on `path_var`, the child's PATH) and sudo
-/// when used.
-profiler_processes profiler_processes_of(const std::string& root_command, const std::string& ncu_binary, bool sudo,
-                                         const std::string& path_var);
-
-/// The processes of `tree` (process_tree of the profile's root) that are not the profiler's: the
-/// profiled program and whatever it started. A process is the profiler's when it is the root
-/// (tree.front()) or a fork of it (the same executable and arguments), when its executable is one
-/// of `own.exes`, an executable named ncu in own.tool_dir or below it (ncu's front end may exec its
-/// target binary from there), or an interpreter whose script (its first argument that is no option)
-/// is one of `own.scripts`. Everything else counts as the program's: when in doubt, the device is
-/// not given back.
-std::vector<proc_entry> program_processes(const std::vector<proc_entry>& tree, const profiler_processes& own);
+/// The processes of `tree` that are not `own`: the program, whatever it left behind (reparented to a
+/// subreaper or to the namespace's init), and any process the profiler started later. The device is
+/// given back only when there are none.
+std::vector<proc_entry> program_processes(const std::vector<proc_entry>& tree, const std::vector<int>& own);
 
 /// A profile whose device work is over while its profiler still runs: a standby batch whose program
 /// (the wrapper, the candidates' code, everything it started) has exited inside its PID namespace
-/// while ncu writes its report (about 1 s on an H200). What is left needs no device: finish() waits
+/// while ncu writes its report (0.6-0.8 s a profile on an H100). What is left needs no device: finish() waits
 /// for ncu, parses and attributes the report and stores the profiles in the cache; any thread may call
 /// it (the owner of the standby may meanwhile start the next one).
 class profile_tail {
@@ -239,7 +228,8 @@ private:
 
 /// profile_kernels(reqs, standby, next_ahead), except that a standby batch may give the device back
 /// before the profile ends: when its program has exited (nothing left in the tree below ncu but the
-/// profiler's own processes, program_processes) and its ncu runs in a PID namespace of its own, it
+/// profiler's own processes, program_processes) and its ncu runs in a PID namespace of its own (and was
+/// ready when the batch came: its program's pid is known before any candidate code runs), it
 /// returns `tail` and the caller may use the device at once. Otherwise (no standby, a fresh profile, a
 /// cache hit, KAGENT_PROFILE_RELEASE=0, no namespace) `outcomes` is complete, as profile_kernels
 /// gives them.

@@ -27,6 +27,18 @@ TEST(ProcTree, StatLinesWithSpacesAndParenthesesInTheName) {
   EXPECT_FALSE(parse_proc_stat("12 (y)", p));
 }
 
+TEST(ProcTree, NamespacePidsFromTheStatusLine) {
+  EXPECT_EQ(parse_nspid("NSpid:\t4242\t7"), (std::vector<int>{4242, 7}));
+  EXPECT_EQ(parse_nspid("NSpid:\t12"), (std::vector<int>{12}));
+  EXPECT_TRUE(parse_nspid("NStgid:\t12").empty());
+  EXPECT_TRUE(parse_nspid("NSpid:\t12\tx").size() <= 1u);
+  // Our own: one namespace here, our pid.
+  const auto self = process_tree(::getpid());
+  ASSERT_FALSE(self.empty());
+  ASSERT_FALSE(self.front().nspid.empty());
+  EXPECT_EQ(self.front().nspid.front(), ::getpid());
+}
+
 TEST(ProcTree, TheTreeBelowARealProcessWithItsExecutablesAndArguments) {
   // sh -> (sleep, and a subshell -> sleep): three levels.
   const pid_t pid = ::fork();

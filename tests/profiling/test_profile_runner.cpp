@@ -683,72 +683,56 @@ TEST(ProfileCache, InABatchOnlyTheKernelsNotInTheCacheReachTheProfiler) {
 }
 
 // The device's release before ncu's report (start_profile_kernels): which processes below the
-// profiler's root are its own. Real executables and scripts of this machine stand in for ncu's.
-TEST(ProfilerProcesses, OnlyTheProfilersExecutablesAndScriptsAreItsOwn) {
-  const fs::path tmp = fs::temp_directory_path() / ("kagent_own_" + std::to_string(::getpid()));
-  fs::create_directories(tmp / "nsight/target/x64");
-  const auto ncu_script = tmp / "nsight/ncu";
-  const auto ncu_target = tmp / "nsight/target/x64/ncu";
-  const auto other_tool = tmp / "nsight/target/x64/helper";
-  for (const auto& f : {ncu_script, ncu_target, other_tool}) {
-    std::ofstream(f) << "#!/bin/sh\n";
-    fs::permissions(f, fs::perms::owner_all);
-  }
-  fs::create_directories(tmp / "elsewhere");
-  std::ofstream(tmp / "elsewhere/ncu") << "#!/bin/sh\n";
-  const std::string sh = fs::canonical("/bin/sh").string();
-  const std::string path_var = env_get(current_environment(), "PATH").value_or("");
-  const auto own = profiler_processes_of("/bin/sh", ncu_script.string(), false, path_var);  // root: stands in for bwrap
-  EXPECT_EQ(own.tool_dir, fs::canonical(tmp / "nsight").string());
-
-  auto entry = [](int pid, std::string exe, std::vector<std::string> cmd, std::string comm = "x") {
+// profiler's root are its own. The tree of a standby on an H100 (ps samples, 2026-12-07): bwrap through
+// the loader, its PID 1, ncu's front-end script under dash, ncu's binary, its TreeLauncherSubreaper,
+// and the wrapper (pid 7 in the namespace: what it wrote into standby.ready).
+TEST(ProfilerProcesses, TheProfilersOwnAreTheProgramsAncestorsNotWhatCallsItselfNcu) {
+  auto entry = [](int pid, int ppid, std::string exe, std::vector<int> nspid, std::string comm = "x") {
     proc_entry p;
     p.pid = pid;
+    p.ppid = ppid;
     p.exe = std::move(exe);
-    p.cmdline = std::move(cmd);
+    p.nspid = std::move(nspid);
     p.comm = std::move(comm);
     return p;
   };
-  const std::string python = "/usr/bin/python3";
-  const std::string loader = "/lib64/ld-linux-x86-64.so.2";
-  std::vector<proc_entry> tree{
-      entry(1, loader, {loader, "bwrap", "--unshare-pid"}),                       // the root, through the loader
-      entry(5, loader, {loader, "bwrap", "--unshare-pid"}),                       // its fork (bwrap's PID 1)
-      entry(6, sh, {"sh"}),                                                       // root_command's executable
-      entry(2, ncu_script.string(), {"ncu"}),                                     // the front end itself
-      entry(3, ncu_target.string(), {"ncu", "--csv"}),                            // its target, named ncu, below it
-      entry(4, python, {python, "-S", ncu_script.string(), "--csv"}),             // an interpreter running it
+  const std::string loader = "/usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2";
+  const std::string target = "/opt/nvidia/nsight-compute/2025.3.1/target/linux-desktop-glibc_2_11_3-x64/";
+  const std::vector<proc_entry> tree{
+      entry(3135, 3115, loader, {3135}),                          // bwrap (the root)
+      entry(3147, 3135, loader, {3147, 1}),                       // its PID 1
+      entry(3150, 3147, "/usr/bin/dash", {3150, 2}, "ncu"),       // /opt/.../ncu, a script
+      entry(3168, 3150, target + "ncu", {3168, 3}, "ncu"),        // ncu's binary
+      entry(3209, 3168, target + "TreeLauncherSubreaper", {3209, 6}),
+      entry(3213, 3209, "/opt/torch/.venv/bin/python3", {3213, 7}, "python3"),  // the wrapper
   };
-  EXPECT_TRUE(program_processes(tree, own).empty());
-
-  const std::vector<proc_entry> programs{
-      entry(10, python, {python, "profile_wrapper.py", "--standby", "d"}),         // the wrapper
-      entry(11, python, {python, "-c", "pass"}, "ncu"),                            // a name set with prctl
-      entry(12, other_tool.string(), {"helper"}),                                  // in ncu's tree, not ncu
-      entry(13, (tmp / "elsewhere/ncu").string(), {"ncu"}),                        // named ncu, elsewhere
-      entry(14, "", {"?"}),                                                        // exe unreadable
-      entry(15, python + " (deleted)", {python}),                                  // exe deleted
-      entry(16, python, {python, "-S", (tmp / "elsewhere/ncu").string()}),         // another script
-      entry(17, loader, {loader, python, "evil.py"}),                              // the loader, other arguments
-  };
-  for (const auto& p : programs) {
-    auto t = tree;
-    t.push_back(p);
-    const auto left = program_processes(t, own);
-    ASSERT_EQ(left.size(), 1u) << p.pid;
-    EXPECT_EQ(left[0].pid, p.pid);
+  const auto own = profiler_ancestors(tree, 7);
+  EXPECT_EQ(own, (std::vector<int>{3209, 3168, 3150, 3147, 3135}));
+  auto left = program_processes(tree, own);
+  ASSERT_EQ(left.size(), 1u);
+  EXPECT_EQ(left[0].pid, 3213);
+  // The wrapper gone: nothing left, the device may be given back.
+  auto gone = tree;
+  gone.pop_back();
+  EXPECT_TRUE(program_processes(gone, own).empty());
+  // What it left behind keeps the device, wherever it was reparented and whatever it calls itself or
+  // runs: ncu's own binary, bwrap's executable.
+  for (const auto& behind : {entry(3300, 3209, "/opt/torch/.venv/bin/python3", {3300, 9}, "ncu"),
+                             entry(3301, 3147, target + "ncu", {3301, 10}, "ncu"),
+                             entry(3302, 3147, loader, {3302, 11})}) {
+    auto t = gone;
+    t.push_back(behind);
+    left = program_processes(t, own);
+    ASSERT_EQ(left.size(), 1u) << behind.pid;
+    EXPECT_EQ(left[0].pid, behind.pid);
   }
-  // sudo is the profiler's only when it runs ncu with sudo.
-  const auto sudo_path = find_on_path("sudo", path_var);
-  if (!sudo_path.empty()) {
-    auto t = tree;
-    t.push_back(entry(20, fs::canonical(sudo_path).string(), {"sudo", "-E", "ncu"}));
-    EXPECT_EQ(program_processes(t, own).size(), 1u);
-    EXPECT_TRUE(program_processes(t, profiler_processes_of("/bin/sh", ncu_script.string(), true, path_var)).empty());
-  }
-  // A bare name is looked up on the PATH the child gets, not on ours.
-  const auto by_name = profiler_processes_of("sh", "ncu", false, (tmp / "nsight").string());
-  EXPECT_EQ(by_name.scripts, std::vector<std::string>{fs::canonical(ncu_script).string()});
-  EXPECT_TRUE(profiler_processes_of("sh", "ncu", false, (tmp / "nowhere").string()).scripts.empty());
-  fs::remove_all(tmp);
+  // No program of that pid, two of it, or one not below the root: nothing is the profiler's.
+  EXPECT_TRUE(profiler_ancestors(tree, 8).empty());
+  auto twice = tree;
+  twice.push_back(entry(3400, 3147, "/usr/bin/python3", {3400, 7}));
+  EXPECT_TRUE(profiler_ancestors(twice, 7).empty());
+  auto outside = tree;
+  outside.back().ppid = 1;
+  EXPECT_TRUE(profiler_ancestors(outside, 7).empty());
+  EXPECT_TRUE(profiler_ancestors({}, 7).empty());
 }
