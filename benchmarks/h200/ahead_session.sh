@@ -63,15 +63,16 @@ part=${PART:-runs}  # runs | cost | both (runs, then the cost passes without the
 if [ $part != cost ]; then
   rm -rf /tmp/kcA /tmp/kcA.snap
   one A /tmp/kcA
-  # Keep only the starting kernel's profile (its code is the kernel directory's input.py).
-  python3 - /tmp/kcA/profiles examples/optimize_01_matvec/input.py <<'PY' | tee -a $out/summary.txt
-import hashlib, json, os, sys
-d, start = sys.argv[1], hashlib.sha256(open(sys.argv[2], "rb").read()).hexdigest()
-for f in sorted(os.listdir(d)):
+  # Keep only the starting kernel's profile: the first one run A stored (its baseline profile comes
+  # before any candidate's; a cache entry keeps no code to tell it by).
+  python3 - /tmp/kcA/profiles <<'PY' | tee -a $out/summary.txt
+import json, os, sys
+d = sys.argv[1]
+entries = sorted((json.load(open(os.path.join(d, f))).get("stored_at", ""), f) for f in os.listdir(d))
+for i, (when, f) in enumerate(entries):
     j = json.load(open(os.path.join(d, f)))
-    keep = j.get("key_parts", {}).get("code") == start
-    print("cache", f[:12], j.get("kernel_name"), "kept" if keep else "removed")
-    if not keep:
+    print("cache", f[:12], j.get("kernel_name"), when, "kept" if i == 0 else "removed")
+    if i:
         os.remove(os.path.join(d, f))
 PY
   cp -a /tmp/kcA /tmp/kcA.snap
