@@ -172,13 +172,14 @@ void finish_tail(Self* self, const std::shared_ptr<tail_job>& job, Deliver deliv
   job->tail.reset();
   profile_batch again;
   std::vector<size_t> redo;                    // positions in reqs
-  std::vector<invocation_record> batch_record;  // of each redo, the batch's
+  std::vector<std::optional<invocation_record>> batch_record;  // of each redo, the batch's (if it ran)
   for (size_t k = 0; k < job->index.size() && k < outcomes.size(); ++k) {
     const auto& item = job->items[job->index[k]];
-    if (outcomes[k].redo && !outcomes[k].records.empty() && !stop_requested() && !work_cancelled(item.candidate_id)) {
+    if (outcomes[k].redo && !stop_requested() && !work_cancelled(item.candidate_id)) {
       again.items.push_back(item);
       redo.push_back(k);
-      batch_record.push_back(outcomes[k].records.front());
+      batch_record.push_back(outcomes[k].records.empty() ? std::nullopt
+                                                         : std::optional<invocation_record>(outcomes[k].records.front()));
     }
     job->out[job->index[k]] = profile_reply(item, job->platform, std::move(outcomes[k]));
   }
@@ -194,8 +195,9 @@ void finish_tail(Self* self, const std::shared_ptr<tail_job>& job, Deliver deliv
               const auto k = redo[j];
               const auto why = job->out[job->index[k]].error;
               try {
-                prepend_invocation_record(job->reqs[k].dir, batch_record[j],
-                                          "rejected: " + why + "; profiled again on its own, on the device");
+                if (batch_record[j])
+                  prepend_invocation_record(job->reqs[k].dir, *batch_record[j],
+                                            "rejected: " + why + "; profiled again on its own, on the device");
               } catch (const std::exception&) {
               }
               job->out[job->index[k]] = std::move(rs[j]);

@@ -1173,7 +1173,16 @@ double profile_tail::held_s() const { return s_->flight.released - s_->flight.ha
 
 std::vector<kernel_profile_outcome> profile_tail::finish() {
   s_->finished = true;
-  auto b = complete(s_->flight);
+  batch_run b;
+  try {
+    b = complete(s_->flight);
+  } catch (const std::exception& e) {
+    // Our own fault (a record we could not write, say): every kernel of the batch is done again. (The
+    // process, if still running, is killed and reaped with the flight.)
+    b = batch_run{};
+    b.got.resize(s_->flight.reqs.size());
+    b.why_not = std::string("profiler: ") + e.what();
+  }
   return s_->split.merge(finish_batch(s_->flight.reqs, b, false));
 }
 

@@ -433,7 +433,7 @@ TEST(ProfilerActor, ADeviceTakesItsNextRequestWhileNcuWritesTheReportOfTheLast) 
   c.ctx->sandbox_mode = "bwrap";  // (the fake's log is outside the sandbox: its report file says when)
   c.ctx->child_env = fake_env({{"FAKE_NCU_FIXTURES", fixture("ncu_standby_matvec")},
                                {"FAKE_NCU_RUN_PROGRAM", "1"},
-                               {"FAKE_NCU_REPORT_S", "4"}});
+                               {"FAKE_NCU_REPORT_S", "2.5"}});
   auto device = c.sys.spawn<caf::detached>(device_actor, context_ptr(c.ctx), c.device_id);
   const fs::path first = c.root.path / "profiles" / "standby_d2_1";
   for (int i = 0; i < 2400 && !fs::exists(first / "standby.ready"); ++i) std::this_thread::sleep_for(50ms);
@@ -468,5 +468,49 @@ TEST(ProfilerActor, ADeviceTakesItsNextRequestWhileNcuWritesTheReportOfTheLast) 
   EXPECT_NE(batch.back()["verdict"].get<std::string>().find("device was given back"), std::string::npos)
       << batch.back().dump().substr(0, 3000);
   EXPECT_LT(r1.wall_s, batch.back()["wall_s"].get<double>());
+  c.self->send_exit(device, caf::exit_reason::user_shutdown);
+}
+
+// A kernel a batch did not deliver, when the device was given back before the report: the helper sends
+// it to the device again (its mailbox keeps the device exclusive) and answers with that profile, whose
+// file starts with the batch's record. The captured batch has rows of matvec_kernel for its first
+// kernel only: the second of two matvec kernels gets none of its own.
+TEST(ProfilerActor, AKernelTheReleasedBatchDidNotDeliverIsProfiledAgainOnTheDevice) {
+  const auto py = std::string(KAGENT_SOURCE_DIR) + "/.venv/bin/python";
+  if (!run_cmd({py, "-c", "import torch, triton"}, current_environment(), "", 120).ok())
+    GTEST_SKIP() << py << " cannot import torch and triton";
+  if (!probe_bwrap().ok) GTEST_SKIP() << "bwrap does not work here: " << probe_bwrap().why;
+  actor_case c("nvidia", {});
+  c.ctx->python = py;
+  c.ctx->sandbox_mode = "bwrap";
+  c.ctx->child_env = fake_env({{"FAKE_NCU_FIXTURES", fixture("ncu_standby_matvec")},
+                               {"FAKE_NCU_RUN_PROGRAM", "1"},
+                               {"FAKE_NCU_REPORT_S", "1"}});
+  auto device = c.sys.spawn<caf::detached>(device_actor, context_ptr(c.ctx), c.device_id);
+  const fs::path first = c.root.path / "profiles" / "standby_d2_1";
+  for (int i = 0; i < 2400 && !fs::exists(first / "standby.ready"); ++i) std::this_thread::sleep_for(50ms);
+  ASSERT_TRUE(fs::exists(first / "standby.ready")) << "no standby became ready";
+  profile_batch b{{c.request("r1_c0"), c.request("r1_c1")}};
+  std::vector<profile_result> rs;
+  c.self->request(device, 300s, b).receive([&](std::vector<profile_result>& got) { rs = std::move(got); },
+                                           [&](caf::error& e) { ADD_FAILURE() << c.sys.render(e); });
+  ASSERT_EQ(rs.size(), 2u);
+  for (const auto& r : rs) EXPECT_TRUE(r.ok) << r.candidate_id << ": " << r.error;
+  const auto batch = log_lines(first / "invocations.jsonl");
+  ASSERT_FALSE(batch.empty());
+  // The capture's second range is another kernel's (matvec_splitk_kernel): only the first of these two
+  // is delivered by the batch.
+  EXPECT_NE(batch.back()["verdict"].get<std::string>().find("1 of 2 kernels attributed"), std::string::npos)
+      << batch.back()["verdict"];
+  EXPECT_NE(batch.back()["verdict"].get<std::string>().find("device was given back"), std::string::npos)
+      << batch.back()["verdict"];
+  for (const std::string id : {"r1_c1"}) {
+    const auto again = log_lines((c.root.path / id / ("profile_" + id + "_sol") / "invocations.jsonl").string());
+    ASSERT_GE(again.size(), 2u) << id;
+    EXPECT_EQ(again[0]["name"], "ncu (standby, batch of 2)") << id;
+    EXPECT_NE(again[0]["verdict"].get<std::string>().find("profiled again on its own, on the device"), std::string::npos)
+        << again[0]["verdict"];
+    EXPECT_NE(again[1]["name"].get<std::string>().find("ncu"), std::string::npos) << again[1].dump().substr(0, 500);
+  }
   c.self->send_exit(device, caf::exit_reason::user_shutdown);
 }
