@@ -418,6 +418,21 @@ TEST(ProfilerActor, ANvidiaDeviceStartsItsNextProfilerAheadAndAProfileFindsItWai
   EXPECT_TRUE(c.failures().empty());
 }
 
+/// A device actor of its own under bwrap, the fake ncu running the real wrapper and writing its report
+/// `report_s` after the program's exit; returns once its first standby is ready (false: none became).
+bool released_device(actor_case& c, const std::string& py, const std::string& report_s, device_actor_type& device,
+                     fs::path& first) {
+  c.ctx->python = py;
+  c.ctx->sandbox_mode = "bwrap";  // (the fake's log is outside the sandbox: its report file says when)
+  c.ctx->child_env = fake_env({{"FAKE_NCU_FIXTURES", fixture("ncu_standby_matvec")},
+                               {"FAKE_NCU_RUN_PROGRAM", "1"},
+                               {"FAKE_NCU_REPORT_S", report_s}});
+  device = c.sys.spawn<caf::detached>(device_actor, context_ptr(c.ctx), c.device_id);
+  first = c.root.path / "profiles" / "standby_d2_1";
+  for (int i = 0; i < 2400 && !fs::exists(first / "standby.ready"); ++i) std::this_thread::sleep_for(50ms);
+  return fs::exists(first / "standby.ready");
+}
+
 // The device goes to its next request once a profile's program has exited, while ncu still writes
 // that profile's report (under bwrap: start_profile_kernels' tail, finished by a helper actor that
 // answers the profile). The next request here is an evaluation of a candidate whose deadline passed
@@ -429,15 +444,9 @@ TEST(ProfilerActor, ADeviceTakesItsNextRequestWhileNcuWritesTheReportOfTheLast) 
     GTEST_SKIP() << py << " cannot import torch and triton";
   if (!probe_bwrap().ok) GTEST_SKIP() << "bwrap does not work here: " << probe_bwrap().why;
   actor_case c("nvidia", {});
-  c.ctx->python = py;
-  c.ctx->sandbox_mode = "bwrap";  // (the fake's log is outside the sandbox: its report file says when)
-  c.ctx->child_env = fake_env({{"FAKE_NCU_FIXTURES", fixture("ncu_standby_matvec")},
-                               {"FAKE_NCU_RUN_PROGRAM", "1"},
-                               {"FAKE_NCU_REPORT_S", "2.5"}});
-  auto device = c.sys.spawn<caf::detached>(device_actor, context_ptr(c.ctx), c.device_id);
-  const fs::path first = c.root.path / "profiles" / "standby_d2_1";
-  for (int i = 0; i < 2400 && !fs::exists(first / "standby.ready"); ++i) std::this_thread::sleep_for(50ms);
-  ASSERT_TRUE(fs::exists(first / "standby.ready")) << "no standby became ready";
+  device_actor_type device;
+  fs::path first;
+  ASSERT_TRUE(released_device(c, py, "2.5", device, first)) << "no standby became ready";
   profile_result r1;
   double profiled_at = 0;
   std::thread asker([&] {  // the profile, asked from an actor of its own
@@ -481,15 +490,9 @@ TEST(ProfilerActor, AKernelTheReleasedBatchDidNotDeliverIsProfiledAgainOnTheDevi
     GTEST_SKIP() << py << " cannot import torch and triton";
   if (!probe_bwrap().ok) GTEST_SKIP() << "bwrap does not work here: " << probe_bwrap().why;
   actor_case c("nvidia", {});
-  c.ctx->python = py;
-  c.ctx->sandbox_mode = "bwrap";
-  c.ctx->child_env = fake_env({{"FAKE_NCU_FIXTURES", fixture("ncu_standby_matvec")},
-                               {"FAKE_NCU_RUN_PROGRAM", "1"},
-                               {"FAKE_NCU_REPORT_S", "1"}});
-  auto device = c.sys.spawn<caf::detached>(device_actor, context_ptr(c.ctx), c.device_id);
-  const fs::path first = c.root.path / "profiles" / "standby_d2_1";
-  for (int i = 0; i < 2400 && !fs::exists(first / "standby.ready"); ++i) std::this_thread::sleep_for(50ms);
-  ASSERT_TRUE(fs::exists(first / "standby.ready")) << "no standby became ready";
+  device_actor_type device;
+  fs::path first;
+  ASSERT_TRUE(released_device(c, py, "1", device, first)) << "no standby became ready";
   profile_batch b{{c.request("r1_c0"), c.request("r1_c1")}};
   std::vector<profile_result> rs;
   c.self->request(device, 300s, b).receive([&](std::vector<profile_result>& got) { rs = std::move(got); },
