@@ -1057,6 +1057,21 @@ batch_run complete(standby_flight& f) {
   return b;
 }
 
+/// A kernel a batch did not deliver, profiled on its own with what the batch (`used_s`) left of its
+/// budget; the batch's record (when it ran) goes first in its records and its invocations.jsonl.
+kernel_profile_outcome profile_alone(kernel_profile_request req, double used_s,
+                                     const std::optional<invocation_record>& batch_record, const std::string& why) {
+  const double budget = budget_of(req);
+  req.budget_s = std::max(1.0, budget - used_s);
+  auto o = profile_uncached(req);
+  o.budget_s = budget;
+  if (batch_record) {
+    o.records.insert(o.records.begin(), *batch_record);
+    prepend_invocation_record(req.dir, *batch_record, "rejected: " + why + "; profiled on its own");
+  }
+  return o;
+}
+
 /// The kernels' outcomes from a batch's process: each attributed one gets the batch's record, its
 /// kernel and its metrics.json in its own dir; one the batch did not deliver is profiled on its own
 /// with what the batch left of its budget, the batch's record first in its invocations (or, without
@@ -1099,15 +1114,7 @@ std::vector<kernel_profile_outcome> finish_batch(const std::vector<kernel_profil
       out.push_back(std::move(o));
       continue;
     }
-    auto alone_req = req;
-    alone_req.budget_s = std::max(1.0, budget_of(req) - b.wall_s);
-    auto o = profile_uncached(alone_req);
-    o.budget_s = budget_of(req);
-    if (b.record) {
-      o.records.insert(o.records.begin(), *b.record);
-      prepend_invocation_record(req.dir, *b.record, "rejected: " + b.why_not + "; profiled on its own");
-    }
-    out.push_back(std::move(o));
+    out.push_back(profile_alone(req, b.wall_s, b.record, b.why_not));
   }
   return out;
 }
@@ -1224,16 +1231,8 @@ std::vector<kernel_profile_outcome> profile_kernels(const std::vector<kernel_pro
   auto out = started.tail->finish();
   for (size_t i = 0; i < out.size(); ++i) {
     if (!out[i].redo) continue;
-    auto req = reqs[i];
-    const double budget = budget_of(req);
-    req.budget_s = std::max(1.0, budget - out[i].wall_s - out[i].report_s);
-    auto records = std::move(out[i].records);
-    auto o = profile_uncached(req);
-    o.budget_s = budget;
-    o.records.insert(o.records.begin(), records.begin(), records.end());
-    if (!records.empty())
-      prepend_invocation_record(req.dir, records.front(), "rejected: " + out[i].error + "; profiled on its own");
-    out[i] = std::move(o);
+    const auto record = out[i].records.empty() ? std::nullopt : std::optional<invocation_record>(out[i].records.front());
+    out[i] = profile_alone(reqs[i], out[i].wall_s + out[i].report_s, record, out[i].error);
   }
   return out;
 }
