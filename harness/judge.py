@@ -955,15 +955,16 @@ class Judge:
     def progress_windows(self):
         """ProgressWindows(hang_s, quiet_s): how long a verification call may go without a reply
         once its kernel is launched, a sixth of the verification timeout and at least 5 s; and how
-        long it may run before its first compile or launch. On a GPU that is a tenth, at least 3 s:
-        a wrapper's host code before its first launch takes milliseconds (an honest kernel's first
-        progress line came 3 ms after its call, at most 33 ms, over 24 first calls of the replay
-        kernels on an H100) and compute ops are not allowed there anyway; a stuck call held the
-        device 10 s before. On the cpu platform a third, at least 10 s (two cores shared with the
-        rest of the run). CUDA's test_timeout_s of 30 s: 5 s and 3 s; the cpu platform's 300 s: 50 s
-        and 100 s (the interpreter runs a kernel inside its launch)."""
+        long it may run before its first compile or launch. On a GPU that is a thirtieth, at least
+        1 s: a wrapper's host code before its first launch takes milliseconds (an honest kernel's
+        first progress line came 3 ms after its call, at most 33 ms, over 24 first calls of the
+        replay kernels on an H100: 1 s is thirty times that) and compute ops are not allowed there
+        anyway; a stuck call held the device 10 s, then 3 s, before. On the cpu platform a third, at
+        least 10 s (two cores shared with the rest of the run). CUDA's test_timeout_s of 30 s: 5 s
+        and 1 s; the cpu platform's 300 s: 50 s and 100 s (the interpreter runs a kernel inside its
+        launch)."""
         v = self.timeouts["verify"]
-        quiet = max(3.0, v / 10.0) if self.gpu else max(10.0, v / 3.0)
+        quiet = max(1.0, v / 30.0) if self.gpu else max(10.0, v / 3.0)
         return ProgressWindows(hang_s=max(5.0, v / 6.0), quiet_s=quiet)
 
     def compare(self, got, ref, rtol, atol, max_bad_frac=0.0):
