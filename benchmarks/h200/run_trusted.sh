@@ -82,11 +82,15 @@ for l in open(sys.argv[1]):
 import json, re, sys
 for l in open(sys.argv[1]):
     j = json.loads(l) if l.strip() else {}
-    marks = dict((m[1], float(m[0])) for m in re.findall(r'\[profile_wrapper ([0-9.]+)\] ([a-z ]+)', j.get('output_tail', '')))
+    found = re.findall(r'\[profile_wrapper ([0-9.]+)\] ([^\n]+)', j.get('output_tail', ''))
+    marks = dict((m[1].strip(), float(m[0])) for m in found)
     if 'batch received' in marks and 'batch done' in marks:
-        work = marks['batch done'] - marks['batch received']
+        t0 = marks['batch received']
+        work = marks['batch done'] - t0
+        # Every phase between them (the kernel's first call, i.e. its compile under ncu; the measured call).
+        phases = ', '.join(f'{w} +{float(t) - t0:.2f}' for t, w in found if t0 < float(t) < marks['batch done'])
         print(sys.argv[1].split('/runs/')[-1].split('/', 1)[-1], '| wall', round(j.get('wall_s', 0), 2), '| received to done',
-              round(work, 2), '| after done', round(j.get('wall_s', 0) - work, 2))
+              round(work, 2), '| after done', round(j.get('wall_s', 0) - work, 2), '|', phases)
 " "$f"; done > "$out/marks_$what.txt" 2>&1
   sqlite3 "$d/program.db" 'select id, status, time_ms, failure_cause, floor_pct, substr(error,1,120) from programs' > "$out/programs_$what.txt" 2>&1 \
     || python3 -c "import sqlite3,sys; [print(r) for r in sqlite3.connect(sys.argv[1]).execute('select id, status, time_ms, failure_cause, floor_pct, substr(error,1,120) from programs')]" "$d/program.db" > "$out/programs_$what.txt" 2>&1
