@@ -228,6 +228,7 @@ void manager_state::run_start_checks() {
 void manager_state::on_start_checks(const evaluation& e) {
   if (finished_) return;  // interrupted: a resumed run checks it again
   device_s_ += e.wall_s;
+  user_test_s_ += e.user_test_s;
   save_session();
   if (e.failure_cause == failure_kind::user_test) {
     // As if it had failed at the start: the starting kernel is not a verified program, and the run
@@ -574,6 +575,7 @@ void manager_state::on_measured(const candidate_measured& m) {
   const candidate_spec spec = it->second.spec;
   const auto& w = workers_[static_cast<size_t>(it->second.worker)];
   device_s_ += m.result.device_s;
+  user_test_s_ += m.result.user_test_s;
   llm_s_ += m.result.llm_s;
   save_session();
   record(m.result, spec, w, true);
@@ -595,6 +597,7 @@ void manager_state::on_result(const candidate_result& res) {
     return after_pipeline();
   }
   device_s_ += res.device_s;
+  user_test_s_ += res.user_test_s;
   llm_s_ += res.llm_s;
   save_session();
   size_pipelines(res.llm_s, res.device_s - res.user_test_s);
@@ -628,6 +631,7 @@ void manager_state::close_recorded(const candidate_result& res, const candidate_
   const double more_device_s = std::max(0.0, res.device_s - measured.device_s);
   const double more_llm_s = std::max(0.0, res.llm_s - measured.llm_s);
   device_s_ += more_device_s;
+  user_test_s_ += std::max(0.0, res.user_test_s - measured.user_test_s);
   llm_s_ += more_llm_s;
   save_session();
   size_pipelines(measured.llm_s + more_llm_s,
@@ -1105,7 +1109,7 @@ nlohmann::json manager_state::all_sessions() const {
   all.push_back({{"started", session_started_},
                  {"wall_s", std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count()},
                  {"devices", static_cast<int>(std::max<size_t>(1, workers_.size()))},
-                 {"device_s", device_s_}});
+                 {"device_s", device_s_}, {"user_test_s", user_test_s_}});
   return all;
 }
 

@@ -178,6 +178,7 @@ private:
   int profiling_failures_ = 0;
   nlohmann::json mode_changes_ = nlohmann::json::array();
   double device_s_ = 0, llm_s_ = 0;
+  double user_test_s_ = 0;  ///< of device_s_, the kernel directory's test.py runs
   std::optional<search::concurrency_meter> meter_;  ///< num_workers: auto
   std::chrono::steady_clock::time_point t0_ = std::chrono::steady_clock::now();
   /// Earlier sessions of this run (--resume), as program.db's run_state `sessions` has them; this

@@ -109,6 +109,14 @@ summary_view make_summary_view(const nlohmann::json& s_in) {
   v.synthetic_devices = synthetic_devices_of(s);
   auto wall = finite_number(s, "wall_s");
   v.wall_time = wall ? format_duration(*wall) : "n/a";
+  if (auto dev = finite_number(s, "device_s"); dev && *dev >= 0) {
+    v.device_time = fmt::format("{:.1f} s", *dev);
+    const auto n = finite_number(s, "candidates");
+    if (n && *n >= 1) v.device_time += fmt::format(", {:.2f} s per candidate", *dev / *n);
+    if (auto busy = finite_number(s, "gpu_busy_pct")) v.device_time += fmt::format(", GPU busy {:.0f}%", *busy);
+    if (auto tested = finite_number(s, "user_test_s"); tested && *tested > 0 && *tested <= *dev)
+      v.device_time += fmt::format(", of it the kernel directory's test.py {:.1f} s", *tested);
+  }
   v.best_kernel_path = text_of(s, "best_kernel_path");
   v.run_dir = text_of(s, "run_dir");
   return v;
@@ -139,6 +147,7 @@ std::string format_summary_table(const nlohmann::json& summary) {
                          text_of(m, "provider").empty() ? "?" : text_of(m, "provider"), int_or(m, "calls", 0),
                          int_or(m, "failed_calls", 0), int_or(m, "tokens_in", 0), int_or(m, "tokens_out", 0),
                          format_usd(finite_number(m, "cost_usd").value_or(0)));
+  if (!v.device_time.empty()) out += "  device time: " + v.device_time + "\n";
   out += "  devices in synthetic mode: " +
          (v.synthetic_devices.empty() ? std::string("none") : fmt::format("{}", fmt::join(v.synthetic_devices, ", "))) + "\n";
   out += "  best kernel: " + (v.best_kernel_path.empty() ? std::string("(none)") : v.best_kernel_path) + "\n";

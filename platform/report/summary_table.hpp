@@ -30,6 +30,9 @@ struct summary_view {
   std::string llm_calls, llm_failed_calls, llm_tokens_in, llm_tokens_out, llm_cost;  ///< or "n/a"
   std::vector<std::string> synthetic_devices;  ///< "gpu1", ... (empty: none)
   std::string wall_time;              ///< "12:03" or "n/a"
+  /// "19.6 s, 2.18 s per candidate, GPU busy 65%, of it the kernel directory's test.py 3.5 s"; "" when
+  /// summary.json has no device_s (then no line is printed)
+  std::string device_time;
   std::string best_kernel_path, run_dir;
 };
 

@@ -207,6 +207,7 @@ nlohmann::json run_summary::to_json() const {
               {"by_model", bm}};
   j["wall_s"] = totals.wall_s;
   j["device_s"] = totals.device_s;
+  j["user_test_s"] = totals.user_test_s;  // of device_s: the kernel directory's test.py runs
   j["sessions"] = totals.sessions;
   j["session_wall_s"] = session_wall_s;
   j["gpu_busy_pct"] = gpu_busy_pct ? nlohmann::json(*gpu_busy_pct) : nlohmann::json(nullptr);

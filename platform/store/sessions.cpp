@@ -19,6 +19,8 @@ session_totals totals_of(const nlohmann::json& sessions) {
     if (!(wall >= 0) || !(dev >= 0) || !std::isfinite(wall) || !std::isfinite(dev)) continue;
     t.wall_s += wall;
     t.device_s += dev;
+    const double tested = num("user_test_s", 0.0);
+    if (tested >= 0 && tested <= dev && std::isfinite(tested)) t.user_test_s += tested;
     t.capacity_s += wall * devices;
     ++t.sessions;
   }

@@ -12,12 +12,14 @@ namespace kagent::store {
 struct session_totals {
   double wall_s = 0;
   double device_s = 0;
+  double user_test_s = 0;  ///< of device_s, the kernel directory's test.py runs (absent in older runs: 0)
   double capacity_s = 0;
   int sessions = 0;
 };
 
-/// Sums the well-formed entries ({"wall_s", "device_s", "devices"}) of `sessions`; anything else
-/// (not an array, an entry that is not an object, a negative or non-numeric time) is left out.
+/// Sums the well-formed entries ({"wall_s", "device_s", "devices", "user_test_s"}) of `sessions`;
+/// anything else (not an array, an entry that is not an object, a negative or non-numeric time) is
+/// left out. A user_test_s that is missing, not a number or not within [0, device_s] counts 0.
 session_totals totals_of(const nlohmann::json& sessions);
 
 /// GPU busy in %: device_s / capacity_s x 100; nullopt when there is no capacity or the figure is

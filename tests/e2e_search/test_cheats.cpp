@@ -250,6 +250,17 @@ TEST(UserTest, DecidesBeforeACandidateBecomesTheBest) {
     if (e.value("type", "") == "candidate_result" && e.value("candidate_id", "") == bad.id)
       user_test_s = e.value("user_test_s", -1.0);
   EXPECT_GT(user_test_s, 0.0);
+  // The run's total of test.py seconds (the start's check and every candidate's) is part of its
+  // device time, in summary.json and on the terminal.
+  double tested = 0;
+  for (const auto& e : events(o.run_dir))
+    if (const auto type = e.value("type", ""); type == "candidate_result" || type == "start_checked")
+      tested += e.value("user_test_s", 0.0);
+  ASSERT_TRUE(o.summary["user_test_s"].is_number()) << o.summary.dump(2);
+  EXPECT_NEAR(o.summary["user_test_s"].get<double>(), tested, 1e-6);
+  EXPECT_GT(tested, user_test_s) << "the starting kernel's test.py counts too";
+  EXPECT_LE(o.summary["user_test_s"].get<double>(), o.summary["device_s"].get<double>());
+  EXPECT_NE(o.proc.out.find("of it the kernel directory's test.py"), std::string::npos) << o.proc.out;
   EXPECT_EQ(o.by_name.at("honest_control.py").status, "verified");
   EXPECT_EQ(o.summary.value("best_program_id", ""), o.by_name.at("honest_control.py").id);
   EXPECT_GE(o.summary["failures_by_cause"].value("user_test", 0), 1);

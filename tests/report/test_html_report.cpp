@@ -117,6 +117,22 @@ TEST_F(HtmlReport, FinishedRunHasChartsLineageDiffTablesAndEscapedCode) {
   EXPECT_THAT(html, HasSubstr("gpu1: synthetic analysis from now on: rocprofv3 timed out"));
 }
 
+// summary.json's device seconds (every session) and, of them, the kernel directory's test.py runs.
+TEST_F(HtmlReport, GpuBusyNamesTheUsersTestShareOfTheDeviceTime) {
+  const auto run = test::make_finished_run(dir_);
+  auto summary = nlohmann::json::parse(test::slurp(run / "summary.json"));
+  summary["gpu_busy_pct"] = 66.0;
+  summary["device_s"] = 19.6;
+  summary["user_test_s"] = 3.5;
+  kagent::store::write_file_atomic(run / "summary.json", summary.dump());
+  EXPECT_THAT(test::slurp(write_report_html(run)),
+              HasSubstr("<th>GPU busy</th><td>66% (19.6 device-s over 2 device(s); the kernel directory&#39;s test.py "
+                        "3.5 s of it)</td>"));
+  summary["user_test_s"] = 0;
+  kagent::store::write_file_atomic(run / "summary.json", summary.dump());
+  EXPECT_THAT(test::slurp(write_report_html(run)), HasSubstr("<th>GPU busy</th><td>66% (19.6 device-s over 2 device(s))</td>"));
+}
+
 TEST_F(HtmlReport, FailedRunWithoutBestOrCandidatesStillRenders) {
   const auto run = test::make_failed_run(dir_);
   const auto html = test::slurp(write_report_html(run));

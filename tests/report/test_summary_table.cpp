@@ -48,6 +48,23 @@ TEST(SummaryTable, ShowsTimesSpeedupsCountsFailuresLlmAndSyntheticDevices) {
   EXPECT_THAT(t, HasSubstr("best kernel: /runs/x/output/best_kernel.py"));
   EXPECT_THAT(t, Not(HasSubstr("FAILED")));
   EXPECT_THAT(t, Not(HasSubstr("n/a")));
+  EXPECT_THAT(t, Not(HasSubstr("device time")));  // summary.json without device_s: no line
+}
+
+TEST(SummaryTable, DeviceTimePerCandidateBusyAndTheUsersTestShare) {
+  auto s = full_summary();
+  s["device_s"] = 19.64;
+  s["gpu_busy_pct"] = 66.1;
+  s["user_test_s"] = 3.5;
+  EXPECT_THAT(format_summary_table(s),
+              HasSubstr("device time: 19.6 s, 0.82 s per candidate, GPU busy 66%, of it the kernel directory's "
+                        "test.py 3.5 s\n"));
+  s["user_test_s"] = 0;  // no test.py ran (user_test: never), or a summary of an older run
+  EXPECT_THAT(format_summary_table(s), HasSubstr("device time: 19.6 s, 0.82 s per candidate, GPU busy 66%\n"));
+  s["user_test_s"] = 25.0;  // more than the device time: not believed
+  EXPECT_THAT(format_summary_table(s), Not(HasSubstr("test.py")));
+  s["device_s"] = -1;
+  EXPECT_THAT(format_summary_table(s), Not(HasSubstr("device time")));
 }
 
 TEST(SummaryTable, MissingNullAndNonFiniteValuesPrintNa) {

@@ -194,7 +194,15 @@ TEST(Sessions, MalformedEntriesAreLeftOutAndNoCapacityMeansNoBusyFigure) {
   EXPECT_DOUBLE_EQ(t.wall_s, 12.0);
   EXPECT_DOUBLE_EQ(t.device_s, 7.0);
   EXPECT_DOUBLE_EQ(t.capacity_s, 42.0);
+  EXPECT_DOUBLE_EQ(t.user_test_s, 0.0);  // sessions of older runs name no test.py time
   EXPECT_EQ(store::totals_of(nlohmann::json::object()).sessions, 0);
+  // test.py's seconds are part of a session's device seconds: more than those, or negative, is junk.
+  auto tested = store::totals_of(nlohmann::json::parse(
+      R"([{"wall_s": 10, "device_s": 5, "user_test_s": 2}, {"wall_s": 10, "device_s": 5, "user_test_s": 6},
+          {"wall_s": 10, "device_s": 5, "user_test_s": -1}, {"wall_s": 10, "device_s": 4, "user_test_s": 1.5}])"));
+  EXPECT_EQ(tested.sessions, 4);
+  EXPECT_DOUBLE_EQ(tested.device_s, 19.0);
+  EXPECT_DOUBLE_EQ(tested.user_test_s, 3.5);
   EXPECT_FALSE(store::busy_pct(1.0, 0.0));
   EXPECT_FALSE(store::busy_pct(1.0, -5.0));
   EXPECT_DOUBLE_EQ(*store::busy_pct(3.0, 12.0), 25.0);
