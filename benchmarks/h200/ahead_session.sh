@@ -43,7 +43,8 @@ d = sys.argv[1]
 s = json.load(open(d + "/summary_run.json"))
 n = s.get("candidates") or 1
 print(d.split("/")[-1], "device_s", round(s["device_s"], 2), "per candidate", round(s["device_s"] / n, 2),
-      "candidates", n, "best", s.get("best_program_id"), s.get("best_ms"), "wall", round(s.get("session_wall_s", 0), 1))
+      "candidates", n, "best", s.get("best_program_id"), s.get("best_ms"), "wall", round(s.get("session_wall_s", 0), 1),
+      "test.py", round(s.get("user_test_s") or 0, 2))
 for line in open(d + "/invocations_run.txt"):
     print("  ", line.rstrip()[:260])
 try:
