@@ -312,7 +312,13 @@ TEST(Search, AsyncScheduleReachesTheSameBestAsRounds) {
   EXPECT_EQ(async.summary["num_workers"], 2);
   ASSERT_TRUE(async.summary["gpu_busy_pct"].is_number()) << async.summary.dump(2);
   EXPECT_GT(async.summary["gpu_busy_pct"].get<double>(), 0.0);
-  EXPECT_EQ(best_variant(async), "mv-v3");
+  // On a failure, how each variant ended (a fresh-clone CI run of cfbccda+1 once ended at mv-v1, and
+  // its run directory was gone by then): verdicts, and each program's time and error.
+  std::string ended;
+  for (const auto& [id, p] : async.programs)
+    ended += id + " " + variant_of(p.code) + " " + p.status + " " + p.failure_cause.value_or("") + " " +
+             (p.time_ms ? std::to_string(*p.time_ms) : std::string("-")) + " " + p.error.value_or("").substr(0, 200) + "\n";
+  EXPECT_EQ(best_variant(async), "mv-v3") << ended << async.summary.dump(2);
   // No round barrier: some candidate started before every candidate of an earlier generation had
   // finished, or the schedule ran them in generation order anyway; either way no generation beyond
   // max_rounds was planned.
