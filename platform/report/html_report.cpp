@@ -293,9 +293,8 @@ std::string summary_section(const summary_view& v, const report_data& d) {
   // Without summary.json's figure (a run still going), from the events and this session's wall time.
   const auto from_events = have && wall ? store::busy_pct(device_s, *wall * static_cast<double>(devices)) : std::nullopt;
   // Of those device seconds, the kernel directory's own test.py runs (user_test).
-  const auto tested = finite_number(d.summary, "user_test_s");
   const std::string of_test =
-      tested && *tested > 0 && *tested <= device_s ? fmt::format("; the kernel directory's test.py {:.1f} s of it", *tested) : "";
+      v.user_test_s ? fmt::format("; the kernel directory's test.py {:.1f} s of it", *v.user_test_s) : "";
   row("GPU busy", busy && have ? fmt::format("{:.0f}% ({:.1f} device-s over {} device(s){}{})", *busy, device_s, devices,
                                              sessions > 1 ? fmt::format(", {} sessions", sessions) : "", of_test)
                   : from_events ? fmt::format("{:.0f}% ({:.1f} device-s over {} device(s))", *from_events, device_s, devices)

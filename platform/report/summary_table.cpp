@@ -114,8 +114,10 @@ summary_view make_summary_view(const nlohmann::json& s_in) {
     const auto n = finite_number(s, "candidates");
     if (n && *n >= 1) v.device_time += fmt::format(", {:.2f} s per candidate", *dev / *n);
     if (auto busy = finite_number(s, "gpu_busy_pct")) v.device_time += fmt::format(", GPU busy {:.0f}%", *busy);
-    if (auto tested = finite_number(s, "user_test_s"); tested && *tested > 0 && *tested <= *dev)
+    if (auto tested = finite_number(s, "user_test_s"); tested && *tested > 0 && *tested <= *dev) {
+      v.user_test_s = *tested;
       v.device_time += fmt::format(", of it the kernel directory's test.py {:.1f} s", *tested);
+    }
   }
   v.best_kernel_path = text_of(s, "best_kernel_path");
   v.run_dir = text_of(s, "run_dir");

@@ -2,6 +2,7 @@
 // The final summary, from summary.json (the manager's keys: eager_ms, compile_ms, initial_ms,
 // best_ms, best_program_id, rounds, candidates, verified, failed, failures_by_cause, llm{...},
 // wall_s, ...). Any key may be missing or null: it prints "n/a", never inf or nan.
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -33,6 +34,8 @@ struct summary_view {
   /// "19.6 s, 2.18 s per candidate, GPU busy 65%, of it the kernel directory's test.py 3.5 s"; "" when
   /// summary.json has no device_s (then no line is printed)
   std::string device_time;
+  /// summary.json's user_test_s where it is a part of device_s (> 0 and at most it); else none
+  std::optional<double> user_test_s;
   std::string best_kernel_path, run_dir;
 };
 
