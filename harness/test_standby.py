@@ -14,6 +14,11 @@ even initialised: a compile through Triton's JIT created a context of 518 MiB in
 standby on an H100, and a CUDA initialised before the test would keep a test.py that forks from
 using CUDA in its children (as `torch.cuda.is_available()` would). With no go within
 --idle-s seconds it exits 75 ("standby: no test came").
+
+After the test, its exit status stands as `python TEST` would give it (SystemExit's code, 1 and a
+traceback for an uncaught exception), its atexit handlers run, and the process ends with os._exit:
+the interpreter's teardown of torch and the CUDA context (measured in benchmarks/RESULTS.md) is
+skipped. KAGENT_FAST_EXIT=0 keeps the full teardown.
 """
 import argparse
 import os
@@ -44,8 +49,68 @@ def main():
     sys.argv = [test]
     sys.path[0] = os.path.dirname(os.path.realpath(test))
     import runpy
-    runpy.run_path(test, run_name="__main__")
-    return 0
+    if not fast_exit():
+        try:
+            runpy.run_path(test, run_name="__main__")
+        finally:
+            mark("test done")
+        return 0
+    # The test's outcome is its exit status, as `python test.py` would have it; then the test's atexit
+    # handlers, as at any exit, and the process ends without the interpreter's teardown (freeing torch's
+    # device memory and the CUDA context one object at a time), which only delayed the device's next step.
+    try:
+        runpy.run_path(test, run_name="__main__")
+        code = 0
+    except SystemExit as exc:
+        code = exit_status(exc.code)
+    except BaseException:  # noqa: BLE001 - as the interpreter reports an uncaught exception
+        import traceback
+        traceback.print_exc()
+        code = 1
+    mark("test done")
+    leave(code)
+    return code
+
+
+def fast_exit():
+    """KAGENT_FAST_EXIT=0 keeps the interpreter's full teardown after the test (the default ends
+    the process at once once the test's atexit handlers ran)."""
+    return os.environ.get("KAGENT_FAST_EXIT", "1") != "0"
+
+
+def exit_status(code):
+    """What the interpreter makes of SystemExit(code): None is 0, an int is itself, anything else
+    is printed to stderr and is 1."""
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code & 0xFF  # as the OS keeps it
+    print(code, file=sys.stderr)
+    return 1
+
+
+def mark(what):
+    """KAGENT_TEST_TRACE=1: the wall-clock time of a phase on stderr (benchmarks/h200/probe_exit.py)."""
+    if os.environ.get("KAGENT_TEST_TRACE") == "1":
+        print(f"[test_standby {time.time():.3f}] {what}", file=sys.stderr, flush=True)
+
+
+def leave(code):
+    """Ends the process as the interpreter would, less its teardown: the test's other threads joined
+    (daemon threads are not), its atexit handlers run, the streams flushed."""
+    import atexit
+    import threading
+    for t in threading.enumerate():
+        if t is not threading.current_thread() and not t.daemon:
+            t.join()
+    atexit._run_exitfuncs()
+    mark("atexit done")
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:  # noqa: BLE001 - a closed stream has nothing left to write
+            pass
+    os._exit(code)
 
 
 if __name__ == "__main__":

@@ -10,7 +10,8 @@
 #             from that same cache state: C0 (as before both: KAGENT_NCU_STANDBY_AHEAD=0,
 #             KAGENT_PROFILE_RELEASE=0), C1 (the standby ahead, the device kept until ncu's report)
 #             and C2 (the default: ahead, and the device given back when the program has exited),
-#             in the order of TAGS (default C0a C1a C2a C1b C2b).
+#             in the order of TAGS (default C0a C1a C2a C1b C2b); F0 is C2 with the standbys'
+#             interpreter teardown kept after their work (KAGENT_FAST_EXIT=0).
 #  PART=cost  the judge's replacement spares started beside a candidate's first call
 #             (KAGENT_JUDGE_REFILL=take, default) or after its verification (=verified): trusted_cost.py
 #             sandbox_steady passes on matvec, alternating take, verified, verified, take, between
@@ -84,6 +85,7 @@ PY
     [ $tag = C2a ] && { touch $out/sampling; sample_ps $tag & }
     case $tag in C0*) one $tag /tmp/kcA KAGENT_NCU_STANDBY_AHEAD=0 KAGENT_PROFILE_RELEASE=0 KAGENT_PROFILE_TRACE=1 ;;
                  C1*) one $tag /tmp/kcA KAGENT_PROFILE_RELEASE=0 KAGENT_PROFILE_TRACE=1 ;;
+                 F0*) one $tag /tmp/kcA KAGENT_FAST_EXIT=0 KAGENT_PROFILE_TRACE=1 ;;
                  *) one $tag /tmp/kcA KAGENT_PROFILE_TRACE=1 ;; esac
     rm -f $out/sampling; wait
   done
