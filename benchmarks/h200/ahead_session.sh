@@ -12,6 +12,7 @@
 #             and C2 (the default: ahead, and the device given back when the program has exited),
 #             in the order of TAGS (default C0a C1a C2a C1b C2b); F0 is C2 with the standbys'
 #             interpreter teardown kept after their work (KAGENT_FAST_EXIT=0).
+#             WHAT=run_rmsnorm: the same runs on RMSNorm (run_trusted.sh run_rmsnorm).
 #  PART=cost  the judge's replacement spares started beside a candidate's first call
 #             (KAGENT_JUDGE_REFILL=take, default) or after its verification (=verified): trusted_cost.py
 #             sandbox_steady passes on matvec, alternating take, verified, verified, take, between
@@ -38,18 +39,19 @@ sample_ps() {  # tag: until /tmp/ah/sampling is removed
   done > $out/ps_$1.txt 2>&1
 }
 summary() {  # dir
-  python3 - "$1" <<'PY'
+  python3 - "$1" "${WHAT:-run}" <<'PY'
 import json, sys
 d = sys.argv[1]
-s = json.load(open(d + "/summary_run.json"))
+w = sys.argv[2]
+s = json.load(open(d + "/summary_" + w + ".json"))
 n = s.get("candidates") or 1
 print(d.split("/")[-1], "device_s", round(s["device_s"], 2), "per candidate", round(s["device_s"] / n, 2),
       "candidates", n, "best", s.get("best_program_id"), s.get("best_ms"), "wall", round(s.get("session_wall_s", 0), 1),
       "test.py", round(s.get("user_test_s") or 0, 2))
-for line in open(d + "/invocations_run.txt"):
+for line in open(d + "/invocations_" + w + ".txt"):
     print("  ", line.rstrip()[:260])
 try:
-    for line in open(d + "/marks_run.txt"):
+    for line in open(d + "/marks_" + w + ".txt"):
         print("  ", line.rstrip()[:260])
 except OSError:
     pass
@@ -57,7 +59,7 @@ PY
 }
 one() {  # tag cache [env...]
   local tag=$1 cache=$2; shift 2
-  env "$@" KAGENT_CACHE_DIR=$cache RUN_LIMIT_S=${RUN_S:-150} bash benchmarks/h200/run_trusted.sh $out/$tag run \
+  env "$@" KAGENT_CACHE_DIR=$cache RUN_LIMIT_S=${RUN_S:-150} bash benchmarks/h200/run_trusted.sh $out/$tag ${WHAT:-run} \
     > $out/$tag.sh.txt 2>&1
   summary $out/$tag | tee -a $out/summary.txt
 }
