@@ -439,3 +439,34 @@ if os.fork() == 0:
   ASSERT_EQ(out.size(), 2u);
   EXPECT_TRUE(out[0].ok) << out[0].error;
 }
+
+// The attack on the standby's fast exit (harness/profile_wrapper.py ends with os._exit once its batch
+// is done): a kernel that replaces os._exit with a function that runs on for 1.5 s before it ends the
+// process. The device is still given back only once the program is gone, after that work.
+TEST(ProfilerStandby, AKernelThatReplacesTheFastExitKeepsTheDeviceUntilItsProcessEnds) {
+  NEED_HARNESS_PYTHON();
+  if (!probe_bwrap().ok) GTEST_SKIP() << "bwrap does not work here: " << probe_bwrap().why;
+  standby_case c(env_vars{{"FAKE_NCU_REPORT_S", "2"}});
+  under_bwrap(c);
+  c.b.code = R"(import os, time
+_real_exit = os._exit
+def _late_exit(code):
+    time.sleep(1.5)
+    with open(os.path.join(os.environ.get("TMPDIR", "."), "late_exit"), "w") as f:
+        f.write(repr(time.time()))
+    _real_exit(code)
+os._exit = _late_exit
+)" + c.b.code;
+  profiler_standby sb;
+  ASSERT_TRUE(sb.start(c.like, 300));
+  ASSERT_TRUE(c.wait_ready(1));
+  auto started = start_profile_kernels(std::vector<kernel_profile_request>{c.a.req, c.b}, &sb, false);
+  const double returned = now_s();
+  const auto late = c.standby_dir(1) / "tmp" / "late_exit";
+  ASSERT_TRUE(fs::exists(late)) << "the device was given back while the kernel's exit ran";
+  EXPECT_LE(std::stod(read_file(late.string())), returned);
+  ASSERT_TRUE(started.tail) << "the release itself still happens, after the program ended";
+  auto out = started.tail->finish();
+  ASSERT_EQ(out.size(), 2u);
+  for (const auto& o : out) EXPECT_TRUE(o.ok) << o.error;
+}
