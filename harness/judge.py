@@ -497,6 +497,25 @@ def spare_depth(lean, gpu, forced=None):
     return 3 if gpu else 1
 
 
+def needed_for_two(worker_bytes, input_bytes, output_bytes, lean_sets):
+    """The free device memory a second worker needs beside the first (measured `worker_bytes`): itself,
+    the running candidate's outputs and temporaries (four outputs), 2 GiB of slack, and with lean input
+    sets one trial's inputs and reference drawn again from its seed during a verification. None when
+    the worker's size is unknown (the CPU platform).
+
+    Lean input sets alone no longer make the judge lean: RMSNorm on an 80 GB H100 keeps one trial
+    resident and has 45.1 GiB free beside a 12.3 GiB worker, 35.3 GiB needed for two, and one worker
+    at a time put 0.8-1.0 s of worker loading before every back-to-back candidate
+    (benchmarks/RESULTS.md, eleventh session). A test.py runs beside a loaded worker either way (a
+    lean judge loads the next one between requests, while the test runs)."""
+    if worker_bytes is None:
+        return None
+    need = worker_bytes + 4 * output_bytes + (2 << 30)
+    if lean_sets:
+        need += input_bytes + output_bytes
+    return need
+
+
 def room_for_spare(worker_bytes, free_bytes, output_bytes, pending=0):
     """Whether one more spare fits on the device now: its own memory, and after it still a worker's worth
     (the running candidate's own allocations) plus four outputs and 2 GiB of slack. `pending` spares
@@ -681,18 +700,18 @@ class Judge:
         device memory. Where that does not fit beside the judge's own inputs, references and slots
         (RMSNorm's 3.5 GiB tensors on an 80 GB H100: every candidate ran out of memory), the judge
         goes lean: the next worker is prepared only once the current candidate is done (between
-        requests, so usually while the LLM writes the next candidate). KAGENT_JUDGE_LEAN=1/0 forces it."""
+        requests, so usually while the LLM writes the next candidate). What two need:
+        needed_for_two. KAGENT_JUDGE_LEAN=1/0 forces it."""
         forced = os.environ.get("KAGENT_JUDGE_LEAN")
         free_now = self.free_device_bytes()
         worker = (free_before - free_now) if free_before is not None and free_now is not None else None
-        need = None
-        if worker is not None:
-            # A second worker, the running candidate's outputs and temporaries, and 2 GiB of slack.
-            need = worker + 4 * self.output_bytes + (2 << 30)
+        need = needed_for_two(worker, self.input_bytes, self.output_bytes, self.lean_sets)
         if forced in ("0", "1"):
             self.lean = forced == "1"
+        elif need is None:
+            self.lean = self.lean_sets  # sizes unknown: lean input sets mean little room
         else:
-            self.lean = self.lean_sets or (need is not None and free_now < need)
+            self.lean = free_now < need
         self.worker_bytes = worker
         spares = os.environ.get("KAGENT_JUDGE_SPARES")
         self.depth = spare_depth(self.lean, self.gpu, spares)

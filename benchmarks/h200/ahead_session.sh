@@ -11,7 +11,8 @@
 #             KAGENT_PROFILE_RELEASE=0), C1 (the standby ahead, the device kept until ncu's report)
 #             and C2 (the default: ahead, and the device given back when the program has exited),
 #             in the order of TAGS (default C0a C1a C2a C1b C2b); F0 is C2 with the standbys'
-#             interpreter teardown kept after their work (KAGENT_FAST_EXIT=0).
+#             interpreter teardown kept after their work (KAGENT_FAST_EXIT=0); L1 is C2 with the
+#             judge forced lean (KAGENT_JUDGE_LEAN=1: one worker at a time).
 #             WHAT=run_rmsnorm: the same runs on RMSNorm (run_trusted.sh run_rmsnorm).
 #  PART=cost  the judge's replacement spares started beside a candidate's first call
 #             (KAGENT_JUDGE_REFILL=take, default) or after its verification (=verified): trusted_cost.py
@@ -88,6 +89,7 @@ PY
     case $tag in C0*) one $tag /tmp/kcA KAGENT_NCU_STANDBY_AHEAD=0 KAGENT_PROFILE_RELEASE=0 KAGENT_PROFILE_TRACE=1 ;;
                  C1*) one $tag /tmp/kcA KAGENT_PROFILE_RELEASE=0 KAGENT_PROFILE_TRACE=1 ;;
                  F0*) one $tag /tmp/kcA KAGENT_FAST_EXIT=0 KAGENT_PROFILE_TRACE=1 ;;
+                 L1*) one $tag /tmp/kcA KAGENT_JUDGE_LEAN=1 KAGENT_PROFILE_TRACE=1 ;;
                  *) one $tag /tmp/kcA KAGENT_PROFILE_TRACE=1 ;; esac
     rm -f $out/sampling; wait
   done

@@ -222,6 +222,28 @@ class SpareDepth(unittest.TestCase):
         self.assertTrue(judge.room_for_spare(None, None, 0))
 
 
+class TwoWorkers(unittest.TestCase):
+    """Whether a second worker fits beside the first (judge.needed_for_two), on the sizes measured on
+    an 80 GB H100 (benchmarks/RESULTS.md, eleventh session)."""
+
+    GIB = 2**30
+
+    def test_rmsnorm_with_lean_input_sets_still_fits_two_workers_on_an_80_gb_card(self):
+        g = self.GIB
+        need = judge.needed_for_two(int(12.3 * g), int(3.5 * g), int(3.5 * g), lean_sets=True)
+        # The worker, four outputs, 2 GiB, and a trial's inputs and reference drawn again: 35.3 GiB.
+        self.assertAlmostEqual(need / g, 12.3 + 4 * 3.5 + 2 + 7, places=3)
+        self.assertLess(need, int(45.1 * g))  # free beside one worker there: not lean
+        # Without lean sets nothing is drawn again during a verification.
+        self.assertAlmostEqual(judge.needed_for_two(int(12.3 * g), int(3.5 * g), int(3.5 * g), False) / g, 28.3,
+                               places=3)
+        # A card with less room is lean.
+        self.assertGreater(need, int(30 * g))
+
+    def test_unknown_sizes_need_nothing_known(self):
+        self.assertIsNone(judge.needed_for_two(None, 1, 1, True))
+
+
 class ResidentSets(unittest.TestCase):
     """Which trials' inputs and references the judge keeps on the device, from its free memory and the
     problem's sizes."""
