@@ -26,7 +26,8 @@ struct concurrency_limits {
 int pipelines_for(double llm_s, double device_s, const concurrency_limits& lim);
 
 /// The rolling measurement behind `auto`: the last `window` finished candidates that reached a
-/// device; `suggest()` is pipelines_for over their medians (the floor until `min_samples` exist).
+/// device; `suggest()` is pipelines_for over the mean of the middle half of each (the median below
+/// 7 samples; the floor until `min_samples` exist).
 class concurrency_meter {
  public:
   explicit concurrency_meter(concurrency_limits lim, std::size_t window = 16, std::size_t min_samples = 2);
@@ -46,8 +47,8 @@ class concurrency_meter {
   /// max(2, current / 4), else `current` (medians of a few samples flicker; on the H200 a run
   /// alternated 4 and 5 every candidate without this).
   int next(int current) const;
-  double llm_median() const;     ///< 0 without samples
-  double device_median() const;  ///< 0 without samples
+  double llm_median() const;     ///< the middle half's mean (see suggest); 0 without samples
+  double device_median() const;  ///< the middle half's mean (see suggest); 0 without samples
   std::size_t samples() const { return llm_.size(); }
   /// "auto: 12 (LLM 20.1 s, device 0.74 s per candidate, 1 device)": why the current value.
   std::string reason() const;
