@@ -345,6 +345,26 @@ nlohmann::json report_times(const fs::path& standby_dir) {
   return lines.empty() ? nlohmann::json{} : lines.back();
 }
 
+/// An attack's batch (kernel b's code starts with what the attack runs) through a ready standby under
+/// bwrap: the device comes back only after the attack wrote TMPDIR/`marker` (the time it wrote in
+/// it), still before ncu's report, and both kernels are profiled.
+void expect_the_device_kept_until(standby_case& c, const std::string& marker) {
+  profiler_standby sb;
+  ASSERT_TRUE(sb.start(c.like, 300));
+  ASSERT_TRUE(c.wait_ready(1));
+  auto started = start_profile_kernels(std::vector<kernel_profile_request>{c.a.req, c.b}, &sb, false);
+  const double returned = now_s();
+  const auto written = c.standby_dir(1) / "tmp" / marker;
+  ASSERT_TRUE(fs::exists(written)) << "the device was given back while the kernel's code ran";
+  EXPECT_LE(std::stod(read_file(written.string())), returned);
+  // Still before the report: what kept the device was the kernel's code, not ncu.
+  ASSERT_TRUE(started.tail);
+  EXPECT_FALSE(fs::exists(c.standby_dir(1) / "ncu_report.jsonl"));
+  auto out = started.tail->finish();
+  ASSERT_EQ(out.size(), 2u);
+  for (const auto& o : out) EXPECT_TRUE(o.ok) << o.error;
+}
+
 } // namespace
 
 // ncu writes its report after the profiled program has exited (about 1 s a profile on an H200), and
@@ -424,20 +444,7 @@ if os.fork() == 0:
         f.write(repr(time.time()))
     os._exit(0)
 )" + c.b.code;
-  profiler_standby sb;
-  ASSERT_TRUE(sb.start(c.like, 300));
-  ASSERT_TRUE(c.wait_ready(1));
-  auto started = start_profile_kernels(std::vector<kernel_profile_request>{c.a.req, c.b}, &sb, false);
-  const double returned = now_s();
-  const auto ended_file = c.standby_dir(1) / "tmp" / "left_behind_ended";
-  ASSERT_TRUE(fs::exists(ended_file)) << "the device was given back while the kernel's process ran";
-  EXPECT_LE(std::stod(read_file(ended_file.string())), returned);
-  // Still before the report: what kept it was that process, not ncu.
-  ASSERT_TRUE(started.tail);
-  EXPECT_FALSE(fs::exists(c.standby_dir(1) / "ncu_report.jsonl"));
-  auto out = started.tail->finish();
-  ASSERT_EQ(out.size(), 2u);
-  EXPECT_TRUE(out[0].ok) << out[0].error;
+  expect_the_device_kept_until(c, "left_behind_ended");
 }
 
 // The attack on the standby's fast exit (harness/profile_wrapper.py ends with os._exit once its batch
@@ -457,16 +464,5 @@ def _late_exit(code):
     _real_exit(code)
 os._exit = _late_exit
 )" + c.b.code;
-  profiler_standby sb;
-  ASSERT_TRUE(sb.start(c.like, 300));
-  ASSERT_TRUE(c.wait_ready(1));
-  auto started = start_profile_kernels(std::vector<kernel_profile_request>{c.a.req, c.b}, &sb, false);
-  const double returned = now_s();
-  const auto late = c.standby_dir(1) / "tmp" / "late_exit";
-  ASSERT_TRUE(fs::exists(late)) << "the device was given back while the kernel's exit ran";
-  EXPECT_LE(std::stod(read_file(late.string())), returned);
-  ASSERT_TRUE(started.tail) << "the release itself still happens, after the program ended";
-  auto out = started.tail->finish();
-  ASSERT_EQ(out.size(), 2u);
-  for (const auto& o : out) EXPECT_TRUE(o.ok) << o.error;
+  expect_the_device_kept_until(c, "late_exit");
 }
