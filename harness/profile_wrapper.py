@@ -356,6 +356,9 @@ def run_standby(torch, core, args, problem_path):
         for stream in (sys.stdout, sys.stderr):
             with contextlib.suppress(Exception):
                 stream.flush()
+        with contextlib.suppress(Exception):
+            import ctypes
+            ctypes.CDLL(None).fflush(None)  # C code's buffered output: os._exit does not flush it
         os._exit(rc)
     return rc
 

@@ -110,7 +110,17 @@ def leave(code):
             stream.flush()
         except Exception:  # noqa: BLE001 - a closed stream has nothing left to write
             pass
+    flush_c_stdio()
     os._exit(code)
+
+
+def flush_c_stdio():
+    """What C code printed (an extension's printf): exit() flushes C's buffers, os._exit does not."""
+    try:
+        import ctypes
+        ctypes.CDLL(None).fflush(None)
+    except Exception:  # noqa: BLE001 - no libc to ask: nothing C-buffered to lose that we could save
+        pass
 
 
 if __name__ == "__main__":

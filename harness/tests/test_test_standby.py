@@ -15,6 +15,9 @@ import atexit, os, sys, threading, time
 how = os.environ["HOW"]
 if how == "status":
     atexit.register(lambda: print("atexit ran", flush=True))
+    import ctypes
+    libc = ctypes.CDLL(None)
+    libc.printf(b"from C\n")  # buffered by C's stdio (stdout is a pipe), not by Python's
     def late():
         time.sleep(0.3)
         print("thread ended", flush=True)
@@ -41,6 +44,7 @@ class ExitStatus(unittest.TestCase):
                 os.makedirs(work)
                 env = dict(os.environ, HOW=how, KAGENT_FAST_EXIT=fast, KAGENT_TEST_TRACE="1",
                            TRITON_CACHE_DIR=os.path.join(work, "triton"))
+                env.pop("PYTHONUNBUFFERED", None)  # which would make C's stdout unbuffered too
                 argv = [sys.executable, os.path.join(support.HARNESS, "test_standby.py"), "--dir", work, "--test",
                         test, "--idle-s", "120"]
                 procs.append(subprocess.Popen(argv, cwd=work, env=env, stdout=subprocess.PIPE,
@@ -53,7 +57,10 @@ class ExitStatus(unittest.TestCase):
         for fast in ("1", "0"):
             rc, out, err = got[("status", fast)]
             self.assertEqual(rc, 3, (fast, out, err))
-            self.assertEqual(out.split(), ["PASS", "thread", "ended", "atexit", "ran"], (fast, out, err))
+            lines = out.splitlines()
+            self.assertIn("from C", lines, (fast, out, err))
+            lines.remove("from C")  # C's buffer is flushed at the very end, after Python's lines
+            self.assertEqual(lines, ["PASS", "thread ended", "atexit ran"], (fast, out, err))
         # The fast exit is what ended the process (the stamp after the handlers), not the slow one.
         self.assertIn("atexit done", got[("status", "1")][2])
         self.assertNotIn("atexit done", got[("status", "0")][2])
