@@ -448,6 +448,9 @@ class Floor(unittest.TestCase):
             res = reply["result"]
             self.assertGreater(res["floor_ms"], 0)
             self.assertAlmostEqual(res["floor_fraction"], res["floor_ms"] / res["candidate"]["median_ms"])
+            # How long the timed loop waited for a CPU, from the kernel's count (0 where it has none).
+            self.assertGreaterEqual(res["run_queue_wait_ms"], 0.0)
+            self.assertLessEqual(res["run_queue_wait_ms"], res["wall_ms"])
         finally:
             server.request(op="shutdown")
             server.close()
@@ -455,6 +458,26 @@ class Floor(unittest.TestCase):
 
 
 class WallBound(unittest.TestCase):
+    def test_waiting_for_a_cpu_is_not_held_against_an_honest_kernel(self):
+        # A fresh-clone CI run on 2 busy cores: an honest matvec kernel's 20 timed calls took 983.0 ms
+        # seen from the judge, 411.2 ms reported, a calibrated loop overhead of 7.25 ms a call. The
+        # loop had waited for a CPU most of the difference; without crediting that, it was "integrity".
+        excess, allowed = judge.wall_bound_excess(983.0, 20, 7.25, [411.2 / 20] * 20, gpu=False)
+        self.assertGreater(excess, allowed)
+        excess, allowed = judge.wall_bound_excess(983.0 - 400.0, 20, 7.25, [411.2 / 20] * 20, gpu=False)
+        self.assertLess(excess, allowed)
+        # The same wait credited to a slowed timer (a thousandth of the time reported) still fails.
+        excess, allowed = judge.wall_bound_excess(983.0 - 400.0, 20, 7.25, [0.4112 / 20] * 20, gpu=False)
+        self.assertGreater(excess, allowed)
+
+    def test_the_kernels_count_of_waiting_for_a_cpu_is_read(self):
+        mine = judge.run_queue_wait_ms(os.getpid())
+        if mine is None:
+            self.skipTest("this kernel keeps no /proc/PID/schedstat")
+        self.assertIsInstance(mine, float)
+        self.assertGreaterEqual(mine, 0.0)
+        self.assertIsNone(judge.run_queue_wait_ms(2**22 + 12345))  # no such process
+
     def test_reported_times_must_explain_the_wall_clock(self):
         honest, allowed = judge.wall_bound_excess(1000.0, 10, 5.0, [90.0] * 10, gpu=False)
         self.assertLess(honest, allowed)
