@@ -1266,7 +1266,7 @@ class Judge:
         stats = core.stats(m["times"])
         calib = self.calib
         pad_ms = pad_credit_ms(msg.get("pad_us"), m["times"]) if self.gpu else 0.0
-        waited = m.get("run_queue_wait_ms", 0.0)
+        waited = m["run_queue_wait_ms"]
         excess, allowed = wall_bound_excess(m["wall_ms"] - waited, repeat, calib["per_call_ms"], m["times"], self.gpu,
                                             pad_ms)
         if excess > allowed:

@@ -324,6 +324,7 @@ def run_standby(torch, core, args, problem_path):
     # The launchers the judge's workers built (with --launchers), the driver's utilities and a
     # compile of a harness kernel (not launched: nothing for the profiler to see).
     import launchers
+    import process_end  # before any candidate code: its end is ours (fast_exit_enabled, end_now)
     launchers.prepare_triton(args.launchers, compile_probe=True)
     mark("triton prepared")
     mark("standby ready")
@@ -347,19 +348,12 @@ def run_standby(torch, core, args, problem_path):
         return 2
     print(f"standby: batch of {len(kernels)} received after {time.time() - t0:.2f} s", flush=True)
     rc = run_batch(torch, core, args, problem_path, kernels, markers=False)
-    if os.environ.get("KAGENT_FAST_EXIT", "1") != "0":
+    if process_end.fast_exit_enabled():
         # The batch is over and every profiled launch synchronized: end here, without the interpreter's
-        # teardown (torch's memory and the CUDA context freed one object at a time: about 0.45 s under
-        # ncu on an H100, which held the device; benchmarks/RESULTS.md). Candidate code's atexit
+        # teardown (0.46 s under ncu on an H100, which held the device). Candidate code's atexit
         # handlers do not run. If candidate code replaced os._exit, the process ends the slow way; the
         # runner gives the device back only once it is gone either way.
-        for stream in (sys.stdout, sys.stderr):
-            with contextlib.suppress(Exception):
-                stream.flush()
-        with contextlib.suppress(Exception):
-            import ctypes
-            ctypes.CDLL(None).fflush(None)  # C code's buffered output: os._exit does not flush it
-        os._exit(rc)
+        process_end.end_now(rc)
     return rc
 
 

@@ -25,6 +25,8 @@ import os
 import sys
 import time
 
+import process_end  # this directory's, stdlib only
+
 
 def main():
     ap = argparse.ArgumentParser()
@@ -49,15 +51,7 @@ def main():
     sys.argv = [test]
     sys.path[0] = os.path.dirname(os.path.realpath(test))
     import runpy
-    if not fast_exit():
-        try:
-            runpy.run_path(test, run_name="__main__")
-        finally:
-            mark("test done")
-        return 0
-    # The test's outcome is its exit status, as `python test.py` would have it; then the test's atexit
-    # handlers, as at any exit, and the process ends without the interpreter's teardown (freeing torch's
-    # device memory and the CUDA context one object at a time), which only delayed the device's next step.
+    # The test's outcome is its exit status, as `python test.py` would have it.
     try:
         runpy.run_path(test, run_name="__main__")
         code = 0
@@ -68,14 +62,9 @@ def main():
         traceback.print_exc()
         code = 1
     mark("test done")
-    leave(code)
-    return code
-
-
-def fast_exit():
-    """KAGENT_FAST_EXIT=0 keeps the interpreter's full teardown after the test (the default ends
-    the process at once once the test's atexit handlers ran)."""
-    return os.environ.get("KAGENT_FAST_EXIT", "1") != "0"
+    if process_end.fast_exit_enabled():
+        leave(code)
+    return code  # the interpreter's full exit (KAGENT_FAST_EXIT=0)
 
 
 def exit_status(code):
@@ -97,7 +86,7 @@ def mark(what):
 
 def leave(code):
     """Ends the process as the interpreter would, less its teardown: the test's other threads joined
-    (daemon threads are not), its atexit handlers run, the streams flushed."""
+    (daemon threads are not), its atexit handlers run, then process_end.end_now."""
     import atexit
     import threading
     for t in threading.enumerate():
@@ -105,22 +94,7 @@ def leave(code):
             t.join()
     atexit._run_exitfuncs()
     mark("atexit done")
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except Exception:  # noqa: BLE001 - a closed stream has nothing left to write
-            pass
-    flush_c_stdio()
-    os._exit(code)
-
-
-def flush_c_stdio():
-    """What C code printed (an extension's printf): exit() flushes C's buffers, os._exit does not."""
-    try:
-        import ctypes
-        ctypes.CDLL(None).fflush(None)
-    except Exception:  # noqa: BLE001 - no libc to ask: nothing C-buffered to lose that we could save
-        pass
+    process_end.end_now(code)
 
 
 if __name__ == "__main__":
