@@ -1236,6 +1236,9 @@ class Judge:
             raise self.leftover_error(left, "timed calls")
         if msg.get("patched"):
             raise IntegrityError(f"patched timer ({', '.join(msg['patched'])} replaced during the candidate's run)")
+        if msg.get("patched_harness"):
+            raise IntegrityError(f"patched harness code ({', '.join(msg['patched_harness'][:8])} replaced during "
+                                 "the candidate's run: code the timed loop runs outside the timed calls)")
         launches = [int(x) for x in msg.get("launches", [])]
         if launches and min(launches) < 1:
             raise IntegrityError("no Triton kernel launched in a timed call (a cached or precomputed result?)")

@@ -260,6 +260,31 @@ class Slot:
         return None
 
 
+# The tensor methods the timed loop calls outside the candidate's call (restore, stamp, flush, unstamp,
+# keeping outputs in their slots).
+LOOP_TENSOR_METHODS = ("copy_", "zero_", "clone", "view", "__getitem__", "__setitem__", "detach", "contiguous",
+                       "reshape", "numel", "data_ptr", "element_size", "size", "dim", "is_contiguous", "to")
+
+
+def harness_code_snapshot(torch, worker_class):
+    """What the timed loop calls outside the candidate's call, as it is now: the tensor methods it uses
+    (as torch.Tensor resolves them), and the functions of this module, of the Worker class and of
+    harness_core. Taken before any candidate code runs; a candidate that rebinds one of them (e.g.
+    torch.Tensor.copy_, to compute the next answer while the loop stamps its inputs, where nothing
+    times or records it) shows as a change (harness_code_changes). Not every tensor method: torch
+    rebinds some of its own lazily (torch.Tensor.new_empty changed in an honest run)."""
+    spaces = {"worker": sys.modules[__name__], "worker.Worker": worker_class, "harness_core": core}
+    snap = {name: {k: v for k, v in vars(obj).items() if callable(v)} for name, obj in spaces.items()}
+    snap["torch.Tensor"] = {k: getattr(torch.Tensor, k, None) for k in LOOP_TENSOR_METHODS}
+    return snap
+
+
+def harness_code_changes(before, now):
+    """The names of `before` (harness_code_snapshot) rebound or removed in `now`."""
+    return sorted(f"{space}.{k}" for space, fns in before.items() for k, v in fns.items()
+                  if now.get(space, {}).get(k) is not v)
+
+
 class Worker:
     def __init__(self, scratch):
         self.scratch = scratch
@@ -323,6 +348,7 @@ class Worker:
             self.recorder.ops.clear()
         self._sync()
         self.threads_at_start = threading.active_count()
+        self._harness_code = harness_code_snapshot(torch, type(self))
         return {"ev": "ready", "threads": self.threads_at_start, "input_bytes": self.problem.input_bytes(),
                 "recorder": self.recorder.kind, "launchers": self.shared.take() if self.shared else []}
 
@@ -555,7 +581,9 @@ class Worker:
                 msg, tb = core.describe_exception(exc)
                 raise core.CandidateError(msg, tb, core.is_poisoning(tb)) from None
         patched = sorted(name for name, (owner, attr, fn0) in self._captured.items() if getattr(owner, attr, None) is not fn0)
-        return {"ev": "timed", "times_ms": times, "launches": counts[warmup:], "patched": patched, "pad_us": pad_us,
+        harness = harness_code_changes(self._harness_code, harness_code_snapshot(torch, type(self)))
+        return {"ev": "timed", "times_ms": times, "launches": counts[warmup:], "patched": patched,
+                "patched_harness": harness, "pad_us": pad_us,
                 "threads": threading.active_count(), "compiles": compiled[0]}
 
 
