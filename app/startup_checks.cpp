@@ -114,8 +114,19 @@ void check_test_standby(const std::string& value) {
                                  value));
 }
 
+void check_ncu_standby(const std::string& value) {
+  if (value.empty()) return;
+  // Read where the ncu standbys start (profile_runner.cpp, standby_depth), which would wait with one
+  // for a value it cannot use.
+  if (value.size() != 1 || value[0] < '0' || value[0] > '4')
+    throw user_error(fmt::format("KAGENT_NCU_STANDBY='{}': expected how many ncu processes wait started ahead, "
+                                 "0 to 4 (unset: 2 on a GPU, 1 on the cpu platform)",
+                                 value));
+}
+
 void check_environment(const env_map& env) {
   if (auto it = env.find("KAGENT_TEST_STANDBY"); it != env.end()) check_test_standby(it->second);
+  if (auto it = env.find("KAGENT_NCU_STANDBY"); it != env.end()) check_ncu_standby(it->second);
   if (auto it = env.find("KAGENT_REPLAY_DELAY_S"); it != env.end()) check_replay_delay(it->second);
   if (auto it = env.find("KAGENT_INJECT_FAULT"); it != env.end()) check_inject_fault(it->second);
   if (auto it = env.find("KAGENT_NOOP_DEVICE_S"); it != env.end()) check_noop_device_time(it->second);

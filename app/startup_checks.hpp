@@ -25,6 +25,8 @@ void check_inject_fault(const std::string& value);
 void check_noop_device_time(const std::string& value);
 /// KAGENT_TEST_STANDBY (how many test.py processes wait started ahead): empty, or one digit 0 to 4.
 void check_test_standby(const std::string& value);
+/// KAGENT_NCU_STANDBY: how many ncu processes wait started ahead, "0" to "4" (or unset/empty).
+void check_ncu_standby(const std::string& value);
 void check_environment(const env_map& env);
 
 /// The kernel directory: a readable directory (a symlink loop or a file is refused) holding

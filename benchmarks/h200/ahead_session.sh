@@ -12,7 +12,8 @@
 #             and C2 (the default: ahead, and the device given back when the program has exited),
 #             in the order of TAGS (default C0a C1a C2a C1b C2b); F0 is C2 with the standbys'
 #             interpreter teardown kept after their work (KAGENT_FAST_EXIT=0); L1 is C2 with the
-#             judge forced lean (KAGENT_JUDGE_LEAN=1: one worker at a time).
+#             judge forced lean (KAGENT_JUDGE_LEAN=1: one worker at a time); D1 is C2 with one ncu
+#             standby waiting instead of the GPU default of two (KAGENT_NCU_STANDBY=1).
 #             WHAT=run_rmsnorm: the same runs on RMSNorm (run_trusted.sh run_rmsnorm).
 #  PART=cost  the judge's replacement spares started beside a candidate's first call
 #             (KAGENT_JUDGE_REFILL=take, default) or after its verification (=verified): trusted_cost.py
@@ -24,7 +25,6 @@ trap 'tar czf $final/ah.tmp -C /tmp ah && mv $final/ah.tmp $final/ah.tgz' EXIT
 trap 'exit 143' TERM  # (timeout 570 bash ahead_session.sh: the files still come back)
 { nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
   python3 -c 'import torch, triton; print("torch", torch.__version__, "triton", triton.__version__)'; nproc; } > $out/machine.txt 2>&1
-export KAGENT_NCU_STANDBY=1
 # What the ncu front end is (a script that execs its binary, or one that stays as its parent) and,
 # during run C1a, the process tree under each ncu sampled 3 times a second (command, executable): the
 # facts a release of the device at the wrapper's exit (before ncu's report) must rest on.
@@ -90,6 +90,7 @@ PY
                  C1*) one $tag /tmp/kcA KAGENT_PROFILE_RELEASE=0 KAGENT_PROFILE_TRACE=1 ;;
                  F0*) one $tag /tmp/kcA KAGENT_FAST_EXIT=0 KAGENT_PROFILE_TRACE=1 ;;
                  L1*) one $tag /tmp/kcA KAGENT_JUDGE_LEAN=1 KAGENT_PROFILE_TRACE=1 ;;
+                 D1*) one $tag /tmp/kcA KAGENT_NCU_STANDBY=1 KAGENT_PROFILE_TRACE=1 ;;
                  *) one $tag /tmp/kcA KAGENT_PROFILE_TRACE=1 ;; esac
     rm -f $out/sampling; wait
   done

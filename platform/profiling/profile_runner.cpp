@@ -803,26 +803,56 @@ struct profiler_standby::process {
 profiler_standby::profiler_standby() = default;
 profiler_standby::~profiler_standby() { stop(); }
 
-void profiler_standby::stop() {
-  if (!p_) return;
-  const bool was_running = !p_->ended();
-  auto r = p_->finish();
-  p_->record_unused(r, was_running ? "stopped while it waited for a batch" : "ended before any batch (" + r.describe() + ")");
-  p_.reset();
+int standby_depth(const kernel_profile_request& like) {
+  const auto v = env_get(like.env, "KAGENT_NCU_STANDBY").value_or("");
+  if (v.empty()) return like.device == "cpu" ? 1 : 2;
+  if (v.size() == 1 && v[0] >= '0' && v[0] <= '4') return v[0] - '0';
+  return 1;
 }
 
-bool profiler_standby::waiting() const { return p_ && !p_->ended(); }
+void profiler_standby::stop() {
+  for (auto& p : ps_) {
+    const bool was_running = !p->ended();
+    auto r = p->finish();
+    p->record_unused(r, was_running ? "stopped while it waited for a batch" : "ended before any batch (" + r.describe() + ")");
+  }
+  ps_.clear();
+}
+
+bool profiler_standby::waiting() const { return running() > 0; }
+
+int profiler_standby::running() const {
+  return static_cast<int>(std::count_if(ps_.begin(), ps_.end(), [](const auto& p) { return !p->ended(); }));
+}
+
+void profiler_standby::reap() {
+  for (auto it = ps_.begin(); it != ps_.end();) {
+    if (!(*it)->ended()) {
+      ++it;
+      continue;
+    }
+    // Gone before its batch: waited idle_s for nothing (fine), or broken (counted: two in a row and
+    // no standby starts again, every profile is a fresh one that reports what is wrong).
+    auto r = (*it)->finish();
+    const bool idle = r.out.find("standby: no batch") != std::string::npos;
+    if (!idle) ++ended_early_;
+    (*it)->record_unused(r, idle ? "no batch came within its idle time" : "ended before any batch (" + r.describe() + ")");
+    it = ps_.erase(it);
+  }
+}
 
 bool profiler_standby::start(const kernel_profile_request& like, double idle_s) {
-  if (p_) {
-    if (!p_->ended()) return true;
-    take({});  // ended by itself: reaped and counted
-  }
+  reap();
   last_like_ = like;
   last_idle_s_ = idle_s;
-  if (ended_early_ >= 2 || like.platform != "nvidia" || like.dir.empty() || idle_s <= 0 || should_give_up() ||
-      env_get(like.env, "KAGENT_NCU_STANDBY").value_or("") == "0")
-    return false;
+  if (like.platform != "nvidia" || like.dir.empty() || idle_s <= 0 || should_give_up()) return waiting();
+  const int depth = standby_depth(like);
+  while (static_cast<int>(ps_.size()) < depth && ended_early_ < 2)
+    if (!start_one(like, idle_s)) break;
+  return waiting();
+}
+
+bool profiler_standby::start_one(const kernel_profile_request& like, double idle_s) {
   auto p = std::make_unique<process>();
   p->like = like;
   p->like.code.clear();
@@ -860,7 +890,7 @@ bool profiler_standby::start(const kernel_profile_request& like, double idle_s) 
     return false;
   }
   ++started_;
-  p_ = std::move(p);
+  ps_.push_back(std::move(p));
   return true;
 }
 
@@ -871,23 +901,26 @@ bool profiler_standby::start_next() {
 }
 
 std::unique_ptr<profiler_standby::process> profiler_standby::take(const std::vector<kernel_profile_request>& reqs) {
-  if (!p_) return nullptr;
-  if (p_->ended()) {
-    // Gone before its batch: waited idle_s for nothing (fine), or broken (counted: two in a row and
-    // no standby starts again, every profile is a fresh one that reports what is wrong).
-    auto r = p_->finish();
-    const bool idle = r.out.find("standby: no batch") != std::string::npos;
-    if (!idle) ++ended_early_;
-    p_->record_unused(r, idle ? "no batch came within its idle time" : "ended before any batch (" + r.describe() + ")");
-    p_.reset();
-    return nullptr;
-  }
+  reap();
   if (reqs.empty()) return nullptr;
-  for (const auto& r : reqs)
-    if (!same_profiler_process(p_->like, r)) return nullptr;
+  auto serves = [&](const std::unique_ptr<process>& p) {
+    return std::all_of(reqs.begin(), reqs.end(), [&](const auto& r) { return same_profiler_process(p->like, r); });
+  };
+  auto pick = ps_.end();
+  for (auto it = ps_.begin(); it != ps_.end(); ++it) {
+    if (!serves(*it)) continue;
+    if (pick == ps_.end()) pick = it;  // the oldest: ready soonest
+    if (fs::exists((*it)->session->dir() / "standby.ready")) {
+      pick = it;
+      break;
+    }
+  }
+  if (pick == ps_.end()) return nullptr;
+  auto p = std::move(*pick);
+  ps_.erase(pick);
   ended_early_ = 0;
   ++served_;
-  return std::move(p_);
+  return p;
 }
 
 // ---- what of a profile's process tree is the profiler's own -----------------------------------------

@@ -142,7 +142,17 @@ std::vector<kernel_profile_outcome> profile_kernels(const std::vector<kernel_pro
 /// its start-up (about 5 s under ncu on an H200) overlaps the batch it follows instead of the device
 /// time after it: a profile that comes soon after another finds its process ready.
 /// KAGENT_NCU_STANDBY_AHEAD=0 starts it only when the owner asks again (after the batch), as before.
+/// Depth: up to standby_depth(like) processes wait at once (two on a GPU), so that a profile asked for
+/// within a standby's start-up of the one before it (three new parents within 2 s on an H100: the
+/// second batch waited 3.9 s for its process, holding the device) still finds one ready. A batch goes
+/// to the oldest ready process, else to the oldest one (which is ready soonest).
 struct started_profile;
+
+/// How many ncu standbys wait at once for requests like `like`: KAGENT_NCU_STANDBY in its environment,
+/// "0" (none) to "4"; unset or empty: 2 on a GPU, 1 where the wrapper runs on the CPU (tests and cpu
+/// runs, where a second waiting interpreter only takes a core). Any other value: 1 (the start-up
+/// checks refuse it before a run begins: check_ncu_standby).
+int standby_depth(const kernel_profile_request& like);
 
 class profiler_standby {
 public:
@@ -151,14 +161,16 @@ public:
   profiler_standby(const profiler_standby&) = delete;
   profiler_standby& operator=(const profiler_standby&) = delete;
 
-  /// Starts one for requests like `like` (its code is ignored) unless one is already waiting, or
-  /// the last two ended on their own before their batch (a broken profiler: then it stays off).
-  /// `idle_s`: the process gives up waiting after this long. Returns whether one is waiting now.
+  /// Starts processes for requests like `like` (its code is ignored) until standby_depth(like) are
+  /// waiting, unless the last two ended on their own before their batch (a broken profiler: then it
+  /// stays off). `idle_s`: a process gives up waiting after this long. Returns whether one is waiting.
   bool start(const kernel_profile_request& like, double idle_s = 900);
-  /// Kills a waiting one.
+  /// Kills the waiting ones.
   void stop();
   /// A standby is running (it may still be starting up).
   bool waiting() const;
+  /// How many are running (starting up or waiting).
+  int running() const;
   /// How many were started; how many served a batch.
   int started() const { return started_; }
   int served() const { return served_; }
@@ -168,13 +180,18 @@ public:
 private:
   friend started_profile start_profile_kernels(const std::vector<kernel_profile_request>& reqs,
                                                profiler_standby* standby, bool next_ahead);
-  /// The waiting process when it can run `reqs` (the same problem, interpreter, device, dtype, size,
-  /// sandbox, environment and ncu), handed over; a process that ended by itself is reaped and counted.
+  /// A waiting process that can run `reqs` (the same problem, interpreter, device, dtype, size,
+  /// sandbox, environment and ncu), handed over: the oldest ready one, else the oldest; processes that
+  /// ended by themselves are reaped and counted first.
   std::unique_ptr<process> take(const std::vector<kernel_profile_request>& reqs);
+  /// Reaps and records the processes that ended by themselves (counted when not for idleness).
+  void reap();
+  /// Starts one more process like `like`; false when it could not.
+  bool start_one(const kernel_profile_request& like, double idle_s);
   /// Starts the next one like the last start() asked for (after take() handed one over), unless
   /// KAGENT_NCU_STANDBY_AHEAD=0; returns whether one is waiting now.
   bool start_next();
-  std::unique_ptr<process> p_;
+  std::vector<std::unique_ptr<process>> ps_;  ///< oldest first
   std::optional<kernel_profile_request> last_like_;  ///< what the last start() was asked for
   double last_idle_s_ = 0;
   int started_ = 0;

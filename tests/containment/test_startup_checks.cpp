@@ -95,6 +95,17 @@ TEST(Environment, TestStandbyMustBeZeroToFour) {
   }
 }
 
+TEST(Environment, NcuStandbyMustBeZeroToFour) {
+  for (const char* ok : {"", "0", "1", "2", "4"}) EXPECT_EQ(error_of([&] { check_ncu_standby(ok); }), "") << ok;
+  for (const char* bad : {"5", "-1", "on", "02", " 2", "2 ", "1.0"}) {
+    auto e = error_of([&] { check_ncu_standby(bad); });
+    EXPECT_NE(e.find(std::string("KAGENT_NCU_STANDBY='") + bad + "'"), std::string::npos) << bad << " -> " << e;
+    EXPECT_NE(e.find("0 to 4"), std::string::npos) << bad;
+  }
+  check_environment({{"KAGENT_NCU_STANDBY", "2"}});
+  EXPECT_NE(error_of([&] { check_environment({{"KAGENT_NCU_STANDBY", "yes"}}); }), "");
+}
+
 TEST(Environment, InjectFaultMustNameKnownFaultsAndCandidates) {
   for (const char* ok : {"", "candidate_throw:r1_c0", "gpu_worker_throw:*", "candidate_throw:r1_c0,gpu_worker_throw:r2_c1"})
     EXPECT_EQ(error_of([&] { check_inject_fault(ok); }), "") << ok;

@@ -323,6 +323,61 @@ TEST(ProfilerStandby, TheNextOneStartsBesideTheBatchItFollowsUnlessTurnedOff) {
   }
 }
 
+TEST(ProfilerStandby, DepthIsTwoOnAGpuOneOnTheCpuOrWhatTheEnvironmentSays) {
+  kernel_profile_request r;
+  r.device = "cuda";
+  EXPECT_EQ(standby_depth(r), 2);
+  r.device = "cpu";
+  EXPECT_EQ(standby_depth(r), 1);
+  for (const auto& [v, n] : std::vector<std::pair<std::string, int>>{{"0", 0}, {"1", 1}, {"3", 3}, {"4", 4}, {"", 1}}) {
+    r.env = {{"KAGENT_NCU_STANDBY", v}};
+    EXPECT_EQ(standby_depth(r), n) << v;
+  }
+  r.device = "cuda";
+  r.env = {{"KAGENT_NCU_STANDBY", "9"}};  // refused at start-up (check_ncu_standby); never more than one here
+  EXPECT_EQ(standby_depth(r), 1);
+}
+
+TEST(ProfilerStandby, TwoWaitAtOnceAndABatchGoesToAReadyOneBeforeAnOlderOneStillStarting) {
+  NEED_HARNESS_PYTHON();
+  standby_case c(std::map<std::string, std::string>{{"KAGENT_NCU_STANDBY", "2"}});
+  profiler_standby sb;
+  ASSERT_TRUE(sb.start(c.like, 300));
+  EXPECT_EQ(sb.started(), 2);
+  EXPECT_EQ(sb.running(), 2);
+  ASSERT_TRUE(c.wait_ready(1) && c.wait_ready(2)) << "the standbys never became ready";
+  // Asked again while both wait: none more starts.
+  ASSERT_TRUE(sb.start(c.like, 300));
+  EXPECT_EQ(sb.started(), 2);
+  EXPECT_EQ(c.fake_calls().size(), 2u);
+  // The older one as if still starting up (no standby.ready yet): the batch goes to the younger, ready one.
+  const auto ready1 = c.standby_dir(1) / "standby.ready";
+  fs::rename(ready1, c.standby_dir(1) / "standby.ready.hidden");
+  auto out = profile_kernels({c.a.req}, &sb, false);
+  ASSERT_EQ(out.size(), 1u);
+  ASSERT_TRUE(out[0].ok) << out[0].error << "\n" << out[0].output_tail;
+  EXPECT_TRUE(fs::exists(c.standby_dir(2) / "batch.json"));
+  EXPECT_FALSE(fs::exists(c.standby_dir(1) / "batch.json"));
+  EXPECT_EQ(sb.served(), 1);
+  EXPECT_EQ(sb.running(), 1) << "the older one still waits; none started after a batch that wants none";
+  // Ready again: the next batch goes to it, and the two waiting are made up at once beside it.
+  fs::rename(c.standby_dir(1) / "standby.ready.hidden", ready1);
+  auto again = profile_kernels({c.a.req}, &sb, true);
+  ASSERT_TRUE(again[0].ok) << again[0].error;
+  EXPECT_TRUE(fs::exists(c.standby_dir(1) / "batch.json"));
+  EXPECT_EQ(sb.served(), 2);
+  EXPECT_EQ(sb.started(), 4);
+  EXPECT_EQ(sb.running(), 2);
+  EXPECT_EQ(c.fake_calls().size(), 4u);
+  sb.stop();
+  EXPECT_EQ(sb.running(), 0);
+  for (int n : {3, 4}) {
+    const auto inv = log_lines((c.standby_dir(n) / "invocations.jsonl").string());
+    ASSERT_EQ(inv.size(), 1u) << n;
+    EXPECT_NE(inv[0].dump().find("stopped while it waited for a batch"), std::string::npos) << inv[0].dump();
+  }
+}
+
 // ---- the device given back before ncu's report ------------------------------------------------------
 
 namespace {
