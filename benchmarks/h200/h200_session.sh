@@ -1,15 +1,22 @@
 #!/bin/bash
 # One device call on the issue's machine (an H200) that gathers the two issues' figures at once: the
-# cost of trust on both examples with the GPU cheat corpus (trust_session.sh, $OUT/ts.tgz), then the
-# realistic second run of matvec (ahead_session.sh PART=runs, $OUT/ah.tgz; WHAT=run_rmsnorm for
-# RMSNorm). From the repository root with .device/ packed (pack_device.sh), carry [".device"].
-# TRUST=0 leaves the cost passes out; TAGS as in ahead_session.sh (default C2a).
+# cost of trust on both examples with the GPU cheat corpus (trust_session.sh, $OUT/ts.tgz), the
+# realistic second run of matvec (ahead_session.sh PART=runs, $OUT/ah_run.tgz) and of RMSNorm
+# ($OUT/ah_run_rmsnorm.tgz). From the repository root with .device/ packed (pack_device.sh), carry
+# [".device"]. TRUST=0 leaves the cost passes out; TAGS / RMS_TAGS as in ahead_session.sh (empty
+# RMS_TAGS: no RMSNorm runs); *_S: each part's limit in seconds.
 set -u
 export OUT=${OUT:?}
 if [ "${TRUST:-1}" = 1 ]; then
-  MATVEC_S=${MATVEC_S:-150} RMSNORM_S=${RMSNORM_S:-120} timeout 290 bash benchmarks/h200/trust_session.sh
-  grep -hE "median|rejected|verified|rc=" /tmp/ts/cost_*.txt | cut -c1-200 | tail -60
+  MATVEC_S=${MATVEC_S:-130} RMSNORM_S=${RMSNORM_S:-100} timeout ${TRUST_S:-240} bash benchmarks/h200/trust_session.sh
+  grep -hE "median|rejected|verified|rc=" /tmp/ts/cost_*.txt | cut -c1-200 | tail -40
 fi
-PART=runs TAGS=${TAGS:-C2a} timeout ${RUNS_S:-290} bash benchmarks/h200/ahead_session.sh
-grep -E "^(A|C|F|L)|given back|within" /tmp/ah/summary.txt | cut -c1-220
+runs() {  # what tags limit
+  [ -n "$2" ] || return 0
+  WHAT=$1 PART=runs TAGS=$2 timeout $3 bash benchmarks/h200/ahead_session.sh
+  mv $OUT/ah.tgz $OUT/ah_$1.tgz
+  grep -E "^(A|C|D|F|L)[0-9a-z]* device_s" /tmp/ah/summary.txt | cut -c1-200
+}
+runs run "${TAGS-C2a D1a C2b D1b}" ${RUNS_S:-210}
+runs run_rmsnorm "${RMS_TAGS-C2a}" ${RMS_RUNS_S:-130}
 exit 0
