@@ -46,6 +46,12 @@ BANNED = [
     (r"\.f_(?:locals|globals)\b", "frame locals/globals access"),
     (r"\bglobals\s*\(\s*\)", "globals()"),
     (r"\blocals\s*\(\s*\)", "locals()"),
+    # Not PyTorch, but the same escape: on the cpu platform a tensor is host memory, and NumPy computes
+    # on it outside Triton and outside the op recorder (tests/cheats/matvec/numpy_in_the_call.py was
+    # verified 19x faster than the honest kernel). Only the cheap filter: docs/harness.md says what an
+    # obfuscated route still does.
+    (r"\bimport\s+numpy\b|\bfrom\s+numpy\b", "import of numpy (computation outside Triton)"),
+    (r"\.numpy\s*\(", "tensor .numpy() (computation outside Triton)"),
 ]
 _BANNED_RE = [(re.compile(p), why) for p, why in BANNED]
 

@@ -24,6 +24,18 @@ class BanCheck(unittest.TestCase):
             with self.subTest(code=code):
                 self.assertBanned(code)
 
+    def test_numpy_is_caught_as_computation_outside_triton(self):
+        for code in ["import numpy as np\n", "import numpy\n", "from numpy import matmul\n",
+                     "a = A.view(torch.int16).numpy()\n", "a = A.numpy ()\n"]:
+            with self.subTest(code=code):
+                self.assertBanned(code)
+                self.assertIn("outside Triton", core.ban_check(code))
+        # A mention, a name that merely contains it, or Triton's own numpy-like API is not.
+        for code in ["# unlike numpy, this runs on the device\n", "numpy_like = 1\n", "y = tl.sum(x, axis=0)\n",
+                     "import numpyish\n"]:
+            with self.subTest(code=code):
+                self.assertIsNone(core.ban_check(code))
+
     def test_comments_and_docstrings_are_ignored(self):
         code = ('"""Replaces torch.matmul(a, b) with a Triton kernel."""\n'
                 "import torch\n"

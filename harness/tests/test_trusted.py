@@ -24,8 +24,11 @@ def expectation(path):
 
 
 def evaluate(server, code, warmup=2, repeat=8):
-    """(verdict, reply): verdict is verified, mismatch, integrity, error; as the runtime would see it."""
+    """(verdict, reply): verdict is verified, banned, mismatch, integrity, error; as the runtime would
+    see it."""
     v = server.request(op="verify", code=code)
+    if not v["ok"] and str(v.get("error", "")).startswith("Disallowed PyTorch usage detected"):
+        return "banned", v
     if not v["ok"]:
         return ("integrity" if v.get("kind") == "integrity" else "mismatch" if v.get("kind") == "mismatch"
                 else "error"), v

@@ -140,6 +140,8 @@ TEST(Cheats, NoCheatIsVerifiedAndTheHonestKernelsWinInTheirTrueOrder) {
       EXPECT_EQ(p.failure_cause.value_or(""), "integrity");
     } else if (want == "mismatch") {
       EXPECT_EQ(p.failure_cause.value_or(""), "verification");
+    } else if (want == "banned") {
+      EXPECT_EQ(p.failure_cause.value_or(""), "banned");
     }
     if (want != "verified" && want != "any") {
       EXPECT_NE(p.status, "verified");
