@@ -129,6 +129,15 @@ def run_queue_wait_ms(pid):
         return None
 
 
+def thread_count(pid):
+    """How many threads the process has (/proc/PID/task), read from here: a thread started with
+    `_thread`, or one that hides from `threading`, is counted too. None where /proc does not say."""
+    try:
+        return len(os.listdir(f"/proc/{int(pid)}/task"))
+    except (OSError, ValueError):
+        return None
+
+
 def alive(pid):
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
@@ -833,6 +842,9 @@ class Judge:
             raise core.CandidateError(str(msg.get("error", "the candidate process could not load the problem"))[:4000],
                                       str(msg.get("traceback", ""))[-core.TAIL_CHARS:])
         w.info["prepare"] = msg
+        # Every thread the worker has before any candidate code exists (torch's and the driver's
+        # included: prepare started them): the timed calls are watched against this.
+        w.info["threads_at_ready"] = thread_count(w.pid)
         self.offer_launchers(msg)
         w.state = "ready"
         trace(w.name, "ready")
@@ -1163,6 +1175,7 @@ class Judge:
         t_start = time.perf_counter()
         waited_from = run_queue_wait_ms(w.pid)
         t_warm = None
+        most_threads = None  # the most threads the worker had at the end of a timed call
         deadline = time.monotonic() + timeout
         while True:
             msg = w.recv(max(0.1, deadline - time.monotonic()))
@@ -1174,6 +1187,10 @@ class Judge:
                 i = int(msg.get("i", -1))
                 g = group_of.get(i)
                 w.send({"keep": [s.index for s in self.slots[g]] if g is not None else None})
+                if not calibrate:
+                    n = thread_count(w.pid)
+                    if n is not None and (most_threads is None or n > most_threads):
+                        most_threads = n
             elif ev == "timed":
                 t_end = time.perf_counter()
                 waited_to = run_queue_wait_ms(w.pid)
@@ -1198,7 +1215,7 @@ class Judge:
             return {"per_call_ms": max(0.0, (wall_ms - waited_ms - sum(times)) / max(1, repeat)), "wall_ms": wall_ms,
                     "run_queue_wait_ms": waited_ms}
         return {"times": times, "wall_ms": wall_ms, "run_queue_wait_ms": waited_ms, "keep": sorted(keep_at),
-                "group_of": group_of, "stamps": stamps, "msg": msg}
+                "group_of": group_of, "stamps": stamps, "msg": msg, "most_threads": most_threads}
 
     def benchmark(self, code, key, warmup, repeat, rtol, atol):
         torch = core.torch_module()
@@ -1246,6 +1263,13 @@ class Judge:
             raise IntegrityError(f"Triton compiled {int(msg['compiles'])} kernel(s) during the timed calls "
                                  "(compile-time code runs unobserved; an honest kernel compiles in its first call)")
         prep = w.info.get("prepare", {})
+        before = w.info.get("threads_at_ready")
+        if before is not None and m.get("most_threads") is not None and m["most_threads"] > before:
+            # Counted by us from /proc at the end of every timed call: a thread alive then (however it
+            # was started) could compute beside the loop, between the calls, where no timer runs and
+            # nothing records its ops (tests/cheats/matvec/work_beside_the_loop.py).
+            raise IntegrityError(f"a thread of the candidate ran beside its timed calls ({m['most_threads']} threads in "
+                                 f"its process at the end of a timed call, {before} before it was loaded)")
         if int(msg.get("threads", 0)) > int(prep.get("threads", 0)):
             extra = int(msg["threads"]) - int(prep.get("threads", 0))
             raise IntegrityError(f"the candidate left {extra} thread(s) running after its calls")

@@ -346,6 +346,10 @@ class Worker:
             with core.poisoned_allocations(), self.recorder.recording():
                 warm_triton(self.flush_buf)
             self.recorder.ops.clear()
+        # The loop's own work once (a flush of the cache-sized buffer: on the CPU a parallel fill,
+        # which starts PyTorch's intra-op threads), so that every thread the harness needs exists
+        # before the judge counts them (judge.thread_count at ready).
+        self.flush_buf.zero_()
         self._sync()
         self.threads_at_start = threading.active_count()
         self._harness_code = harness_code_snapshot(torch, type(self))

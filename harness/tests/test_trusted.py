@@ -76,6 +76,9 @@ class Trusted(unittest.TestCase):
         self.assertIn("patched timer", seen["slow_clock.py"][1])
         # The deep one leaves the public names alone and rebinds the worker's own timers: seen there.
         self.assertIn("patched timer (worker._perf_counter", seen["slow_clock_deep.py"][1])
+        # A thread started with _thread (nothing in `threading` counts it), computing between the calls:
+        # counted by the judge from /proc at the end of each timed call.
+        self.assertIn("a thread of the candidate ran beside its timed calls", seen["work_beside_the_loop.py"][1])
         # Its answers computed in the loop's stamping (a rebound torch.Tensor.copy_), outside the calls.
         self.assertIn("patched harness code (torch.Tensor.copy_", seen["work_in_the_stamp.py"][1])
         self.assertRegex(seen["torch_op_obfuscated.py"][1], r"torch compute op aten::(mm|matmul)")
