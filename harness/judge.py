@@ -138,6 +138,57 @@ def thread_count(pid):
         return None
 
 
+def _children_file(pid, tid):
+    with open(f"/proc/{pid}/task/{tid}/children", encoding="ascii") as f:
+        return [int(x) for x in f.read().split()]
+
+
+CHILDREN_FILES = os.path.exists(f"/proc/{os.getpid()}/task/{os.getpid()}/children")
+
+
+def children_fast(pid, every_thread=True):
+    """The children of `pid` from its threads' `children` files (a child is listed under the thread
+    that forked it): a few reads where parents() reads all of /proc. `every_thread=False` reads the
+    main thread's only (a process that runs no candidate code forks from there)."""
+    try:
+        tids = os.listdir(f"/proc/{pid}/task") if every_thread else [str(pid)]
+    except OSError:
+        return []
+    out = []
+    for t in tids:
+        with contextlib.suppress(OSError, ValueError):
+            out.extend(_children_file(pid, t))
+    return out
+
+
+def new_below(root, known, watched, skip):
+    """Live processes below `root` that are not in `known`, walking the children files: the
+    processes in `known` (which ran no candidate code) by their main thread, everything else (the
+    `watched` worker, whatever appeared) by every thread; the subtrees of `skip` (spares, builders)
+    are left out. Several hundred microseconds where a pass over /proc takes 20-30 ms."""
+    if not CHILDREN_FILES:
+        return sorted(p for p in descendants(root) if p not in known and p != watched and p not in skip and alive(p))
+    out, todo, seen = [], [root], {root}
+    while todo:
+        p = todo.pop()
+        for c in children_fast(p, every_thread=p == watched or p not in known):
+            if c in seen or c in skip:
+                continue
+            seen.add(c)
+            todo.append(c)
+            if c not in known and c != watched and alive(c):
+                out.append(c)
+    return sorted(out)
+
+
+def cmdline_of(pid):
+    """The first 60 characters of the process's command line ("" when it is gone)."""
+    with contextlib.suppress(OSError):
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().replace(b"\0", b" ").decode(errors="replace").strip()[:60]
+    return ""
+
+
 def alive(pid):
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
@@ -1176,6 +1227,15 @@ class Judge:
         waited_from = run_queue_wait_ms(w.pid)
         t_warm = None
         most_threads = None  # the most threads the worker had at the end of a timed call
+        # Processes that appeared since the candidate was loaded, looked for at the end of every timed
+        # call: the census after the calls cannot see a helper that the last call ended.
+        beside = None
+        known = None if calibrate or state is None or state.get("census") is None else set(state["census"])
+        skip = set()
+        if known is not None:
+            skip = {sp.pid for sp in self.spares if sp.pid > 0}
+            if self.launchers is not None:
+                skip.update(self.launchers.live_pids())
         deadline = time.monotonic() + timeout
         while True:
             msg = w.recv(max(0.1, deadline - time.monotonic()))
@@ -1191,6 +1251,10 @@ class Judge:
                     n = thread_count(w.pid)
                     if n is not None and (most_threads is None or n > most_threads):
                         most_threads = n
+                    if beside is None and known is not None:
+                        found = new_below(os.getpid(), known, w.pid, skip)
+                        if found:
+                            beside = [(pid, cmdline_of(pid)) for pid in found]  # named now: the next call may end them
             elif ev == "timed":
                 t_end = time.perf_counter()
                 waited_to = run_queue_wait_ms(w.pid)
@@ -1215,7 +1279,7 @@ class Judge:
             return {"per_call_ms": max(0.0, (wall_ms - waited_ms - sum(times)) / max(1, repeat)), "wall_ms": wall_ms,
                     "run_queue_wait_ms": waited_ms}
         return {"times": times, "wall_ms": wall_ms, "run_queue_wait_ms": waited_ms, "keep": sorted(keep_at),
-                "group_of": group_of, "stamps": stamps, "msg": msg, "most_threads": most_threads}
+                "group_of": group_of, "stamps": stamps, "msg": msg, "most_threads": most_threads, "beside": beside}
 
     def benchmark(self, code, key, warmup, repeat, rtol, atol):
         torch = core.torch_module()
@@ -1263,6 +1327,10 @@ class Judge:
             raise IntegrityError(f"Triton compiled {int(msg['compiles'])} kernel(s) during the timed calls "
                                  "(compile-time code runs unobserved; an honest kernel compiles in its first call)")
         prep = w.info.get("prepare", {})
+        if m.get("beside"):
+            names = "; ".join(n for _, n in m["beside"][:3] if n)
+            raise IntegrityError(f"{len(m['beside'])} process(es) of the candidate ran beside its timed calls "
+                                 f"(seen at the end of a timed call): {names}")
         before = w.info.get("threads_at_ready")
         if before is not None and m.get("most_threads") is not None and m["most_threads"] > before:
             # Counted by us from /proc at the end of every timed call: a thread alive then (however it

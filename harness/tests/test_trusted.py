@@ -79,6 +79,8 @@ class Trusted(unittest.TestCase):
         # A thread started with _thread (nothing in `threading` counts it), computing between the calls:
         # counted by the judge from /proc at the end of each timed call.
         self.assertIn("a thread of the candidate ran beside its timed calls", seen["work_beside_the_loop.py"][1])
+        # A helper process that the last timed call ends: seen at the end of an earlier one.
+        self.assertIn("process(es) of the candidate ran beside its timed calls", seen["process_beside_the_loop.py"][1])
         # Its answers computed in the loop's stamping (a rebound torch.Tensor.copy_), outside the calls.
         self.assertIn("patched harness code (torch.Tensor.copy_", seen["work_in_the_stamp.py"][1])
         self.assertRegex(seen["torch_op_obfuscated.py"][1], r"torch compute op aten::(mm|matmul)")
@@ -612,6 +614,53 @@ class Census(unittest.TestCase):
                 with contextlib.suppress(OSError):
                     os.kill(q, 9)
             p.wait()
+
+    def test_new_below_finds_what_appeared_through_every_thread_and_leaves_out_skipped_subtrees(self):
+        import subprocess
+        import threading
+        import time
+        known = set(judge.descendants(os.getpid()))
+        old = subprocess.Popen(["sleep", "30"])  # a child of ours, known to the walk below
+        known.add(old.pid)
+        kids = []
+        # Forked from a thread other than the main one: listed under that thread's children file.
+        t = threading.Thread(target=lambda: kids.append(subprocess.Popen(["sh", "-c", "sleep 30 & wait"])))
+        t.start()
+        t.join()
+        skipped = subprocess.Popen(["sh", "-c", "sleep 30 & wait"])
+        try:
+            deadline = time.monotonic() + 10
+            while len(judge.descendants(kids[0].pid)) < 1 and time.monotonic() < deadline:
+                time.sleep(0.05)
+            found = judge.new_below(os.getpid(), known, watched=None, skip={skipped.pid})
+            self.assertIn(kids[0].pid, found)
+            self.assertTrue(set(judge.descendants(kids[0].pid)) <= set(found), found)
+            self.assertNotIn(old.pid, found)
+            self.assertNotIn(skipped.pid, found)
+            self.assertFalse(set(judge.descendants(skipped.pid)) & set(found))
+            if judge.CHILDREN_FILES:
+                # The same answer the walk over all of /proc gives, less the skipped subtree.
+                every = set(judge.descendants(os.getpid())) - known - {skipped.pid} - set(judge.descendants(skipped.pid))
+                self.assertEqual(set(found), {p for p in every if judge.alive(p)})
+        finally:
+            for p in [old, skipped] + kids:
+                for q in [p.pid] + judge.descendants(p.pid):
+                    with contextlib.suppress(OSError):
+                        os.kill(q, 9)
+                p.wait()
+
+    def test_thread_count_sees_threads_threading_does_not(self):
+        import _thread
+        import threading
+        import time
+        before = judge.thread_count(os.getpid())
+        stop = threading.Event()
+        _thread.start_new_thread(stop.wait, ())
+        time.sleep(0.1)
+        try:
+            self.assertEqual(judge.thread_count(os.getpid()), before + 1)
+        finally:
+            stop.set()
 
 
 if __name__ == "__main__":
