@@ -1320,6 +1320,9 @@ class Judge:
         if msg.get("patched_harness"):
             raise IntegrityError(f"patched harness code ({', '.join(msg['patched_harness'][:8])} replaced during "
                                  "the candidate's run: code the timed loop runs outside the timed calls)")
+        if msg.get("hooks"):
+            raise IntegrityError(f"a hook of the candidate runs its code in the timed loop between the calls "
+                                 f"({', '.join(str(h) for h in msg['hooks'][:6])} changed during the timed calls)")
         launches = [int(x) for x in msg.get("launches", [])]
         if launches and min(launches) < 1:
             raise IntegrityError("no Triton kernel launched in a timed call (a cached or precomputed result?)")

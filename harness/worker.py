@@ -29,6 +29,16 @@ import time
 # time.perf_counter or torch.cuda.Event.elapsed_time does not change what is read here (and is seen).
 _perf_counter = time.perf_counter
 _monotonic = time.monotonic
+# What runs code in this thread between the timed calls without being called by the loop, bound here,
+# before any candidate code exists (hooks_snapshot, hooks_changed).
+import gc as _gc  # noqa: E402
+import signal as _signal  # noqa: E402
+_getprofile = sys.getprofile
+_gettrace = sys.gettrace
+_getsignal = _signal.getsignal
+_signals = sorted(_signal.valid_signals()) if hasattr(_signal, "valid_signals") else []
+_gc_callbacks = _gc.callbacks  # the list the collector calls (rebinding gc.callbacks does not replace it)
+_monitoring_tool = getattr(getattr(sys, "monitoring", None), "get_tool", None)
 HARNESS = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HARNESS)
 import harness_core as core  # noqa: E402
@@ -279,6 +289,27 @@ def harness_code_snapshot(torch, worker_class):
     return snap
 
 
+def hooks_snapshot():
+    """The hooks through which code runs in this thread without the timed loop calling it: the profile
+    and trace functions, the Python-level signal handlers, the garbage collector's callbacks and (3.12)
+    the sys.monitoring tools. A candidate that installs one can compute between its calls, e.g.
+    right after the loop has stamped the inputs (tests/cheats/matvec/hook_in_the_loop.py)."""
+    snap = {"sys.setprofile": _getprofile(), "sys.settrace": _gettrace(), "gc.callbacks": tuple(_gc_callbacks)}
+    for sig in _signals:
+        with contextlib.suppress(Exception):
+            snap[f"signal {int(sig)}"] = _getsignal(sig)
+    if _monitoring_tool is not None:
+        for tool in range(6):
+            snap[f"sys.monitoring tool {tool}"] = _monitoring_tool(tool)
+    return snap
+
+
+def hooks_changed(before):
+    """The hooks of `before` (hooks_snapshot) that differ now, by name."""
+    now = hooks_snapshot()
+    return sorted(k for k in set(before) | set(now) if before.get(k) is not now.get(k) and before.get(k) != now.get(k))
+
+
 def harness_code_changes(before, now):
     """The names of `before` (harness_code_snapshot) rebound or removed in `now`."""
     return sorted(f"{space}.{k}" for space, fns in before.items() for k, v in fns.items()
@@ -299,6 +330,8 @@ class Worker:
         self.shared = None
         self.channel = None
         self.progress = Progress()
+        self._hooks = None  # hooks_snapshot() once prepared
+        self.hooks_seen = []
 
     # -- prepare: the problem's inputs on the device, the judge's slots, the timers ------------------
     def op_prepare(self, req):
@@ -353,6 +386,8 @@ class Worker:
         self._sync()
         self.threads_at_start = threading.active_count()
         self._harness_code = harness_code_snapshot(torch, type(self))
+        self._hooks = hooks_snapshot()
+        self.hooks_seen = []
         return {"ev": "ready", "threads": self.threads_at_start, "input_bytes": self.problem.input_bytes(),
                 "recorder": self.recorder.kind, "launchers": self.shared.take() if self.shared else []}
 
@@ -515,6 +550,10 @@ class Worker:
             if saved and self.pristine is None:
                 self.unstamp(saved)
             saved = None
+            if self._hooks is not None and not self.hooks_seen:
+                # After the call, before the next stamp: a hook that would compute once the stamp has
+                # landed is installed now (one that removed itself here is gone for that stamp).
+                self.hooks_seen = hooks_changed(self._hooks)
             if keep is not None:
                 slots = keep(i)
                 if slots is not None:
@@ -587,7 +626,7 @@ class Worker:
         patched = sorted(name for name, (owner, attr, fn0) in self._captured.items() if getattr(owner, attr, None) is not fn0)
         harness = harness_code_changes(self._harness_code, harness_code_snapshot(torch, type(self)))
         return {"ev": "timed", "times_ms": times, "launches": counts[warmup:], "patched": patched,
-                "patched_harness": harness, "pad_us": pad_us,
+                "patched_harness": harness, "hooks": list(self.hooks_seen), "pad_us": pad_us,
                 "threads": threading.active_count(), "compiles": compiled[0]}
 
 

@@ -81,6 +81,9 @@ class Trusted(unittest.TestCase):
         self.assertIn("a thread of the candidate ran beside its timed calls", seen["work_beside_the_loop.py"][1])
         # A helper process that the last timed call ends: seen at the end of an earlier one.
         self.assertIn("process(es) of the candidate ran beside its timed calls", seen["process_beside_the_loop.py"][1])
+        # A profile hook that computes in the loop's own thread once the stamp has landed.
+        self.assertIn("a hook of the candidate runs its code in the timed loop", seen["hook_in_the_loop.py"][1])
+        self.assertIn("sys.setprofile", seen["hook_in_the_loop.py"][1])
         # Its answers computed in the loop's stamping (a rebound torch.Tensor.copy_), outside the calls.
         self.assertIn("patched harness code (torch.Tensor.copy_", seen["work_in_the_stamp.py"][1])
         self.assertRegex(seen["torch_op_obfuscated.py"][1], r"torch compute op aten::(mm|matmul)")
@@ -648,6 +651,30 @@ class Census(unittest.TestCase):
                     with contextlib.suppress(OSError):
                         os.kill(q, 9)
                 p.wait()
+
+    def test_hooks_changed_names_each_kind_of_hook(self):
+        import gc
+        import signal
+        import sys
+        sys.path.insert(0, os.path.join(support.ROOT, "harness"))
+        import worker
+        before = worker.hooks_snapshot()
+        self.assertEqual(worker.hooks_changed(before), [])
+        old_profile = sys.getprofile()
+        sys.setprofile(lambda *a: None)
+        try:
+            self.assertEqual(worker.hooks_changed(before), ["sys.setprofile"])
+        finally:
+            sys.setprofile(old_profile)
+        cb = lambda *a: None  # noqa: E731
+        gc.callbacks.append(cb)
+        old_usr1 = signal.signal(signal.SIGUSR1, lambda *a: None)
+        try:
+            self.assertEqual(worker.hooks_changed(before), ["gc.callbacks", f"signal {int(signal.SIGUSR1)}"])
+        finally:
+            gc.callbacks.remove(cb)
+            signal.signal(signal.SIGUSR1, old_usr1)
+        self.assertEqual(worker.hooks_changed(before), [])
 
     def test_thread_count_sees_threads_threading_does_not(self):
         import _thread
