@@ -383,6 +383,9 @@ class Worker:
         # which starts PyTorch's intra-op threads), so that every thread the harness needs exists
         # before the judge counts them (judge.thread_count at ready).
         self.flush_buf.zero_()
+        # PyTorch's intra-op threads on the host too (a parallel fill), which a candidate's CPU-side
+        # fill on a GPU platform would otherwise start during its calls.
+        torch.empty(1 << 18, dtype=torch.float32).zero_()
         self._sync()
         self.threads_at_start = threading.active_count()
         self._harness_code = harness_code_snapshot(torch, type(self))
