@@ -33,12 +33,14 @@ _monotonic = time.monotonic
 # before any candidate code exists (hooks_snapshot, hooks_changed).
 import gc as _gc  # noqa: E402
 import signal as _signal  # noqa: E402
+_urandom = os.urandom
 _getprofile = sys.getprofile
 _gettrace = sys.gettrace
 _getsignal = _signal.getsignal
 _signals = sorted(_signal.valid_signals()) if hasattr(_signal, "valid_signals") else []
 _gc_callbacks = _gc.callbacks  # the list the collector calls (rebinding gc.callbacks does not replace it)
 _monitoring_tool = getattr(getattr(sys, "monitoring", None), "get_tool", None)
+_torch_hooks = {}  # name -> what PyTorch says of it now, bound by bind_torch_hooks before any candidate
 HARNESS = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HARNESS)
 import harness_core as core  # noqa: E402
@@ -289,10 +291,10 @@ def harness_code_snapshot(torch, worker_class):
     return snap
 
 
-def hooks_snapshot():
+def hooks_snapshot(tables=True):
     """The hooks through which code runs in this thread without the timed loop calling it: the profile
-    and trace functions, the Python-level signal handlers, the garbage collector's callbacks and (3.12)
-    the sys.monitoring tools. A candidate that installs one can compute between its calls, e.g.
+    and trace functions, the Python-level signal handlers, the garbage collector's callbacks, (3.12)
+    the sys.monitoring tools and PyTorch's mode stacks (bind_torch_hooks). A candidate that installs one can compute between its calls, e.g.
     right after the loop has stamped the inputs (tests/cheats/matvec/hook_in_the_loop.py)."""
     snap = {"sys.setprofile": _getprofile(), "sys.settrace": _gettrace(), "gc.callbacks": tuple(_gc_callbacks)}
     for sig in _signals:
@@ -301,12 +303,74 @@ def hooks_snapshot():
     if _monitoring_tool is not None:
         for tool in range(6):
             snap[f"sys.monitoring tool {tool}"] = _monitoring_tool(tool)
+    for name, now in _torch_hooks.items():
+        if tables or not name.startswith("the dispatch table"):
+            with contextlib.suppress(Exception):
+                snap[name] = now()
     return snap
 
 
-def hooks_changed(before):
-    """The hooks of `before` (hooks_snapshot) that differ now, by name."""
-    now = hooks_snapshot()
+def bind_torch_hooks(torch):
+    """PyTorch's own routes into code between the calls: a torch function mode or a dispatch mode left
+    on runs its handler on every PyTorch call the loop makes (the stamp's copies, the flush;
+    tests/cheats/matvec/mode_in_the_loop.py), and so does a kernel of the candidate's registered
+    for an op the loop dispatches (torch.library; kernel_in_the_dispatcher.py), or a dispatch key it
+    turns on for this thread. Their stacks' lengths, the dispatch tables of the loop's ops (the keys
+    that run for a dense CPU or CUDA tensor: a meta kernel a lazy import of torch registers does not
+    count) and the thread's included and excluded keys join hooks_snapshot."""
+    _torch_hooks.clear()
+    for name, attr in (("torch function mode", "_len_torch_function_stack"),
+                       ("torch dispatch mode", "_len_torch_dispatch_stack"),
+                       ("dispatch keys turned on", "_dispatch_tls_local_include_set"),
+                       ("dispatch keys turned off", "_dispatch_tls_local_exclude_set")):
+        fn = getattr(torch._C, attr, None)
+        if fn is not None:
+            _torch_hooks[name] = (lambda f=fn: str(f())) if "keys" in name else fn
+    dump = getattr(torch._C, "_dispatch_dump_table", None)
+    if dump is None:
+        return
+
+    for op in LOOP_ATEN_OPS:
+        with contextlib.suppress(Exception):
+            dump(op)
+            _torch_hooks[f"the dispatch table of {op}"] = (lambda o=op: DispatchTable(dump(o)))
+
+
+class DispatchTable(str):
+    """An op's dispatch table as PyTorch dumps it; two are equal when the same kernels run for dense
+    CPU and CUDA tensors (the whole text compared first, the lines of those keys only if it differs)."""
+
+    def running(self):
+        return tuple(line for line in self.splitlines() if line.split(":", 1)[0] in RUNNING_KEYS)
+
+    def __eq__(self, other):
+        if str.__eq__(self, other):
+            return True
+        return isinstance(other, DispatchTable) and self.running() == other.running()
+
+    def __ne__(self, other):
+        return not self.__eq__(other)
+
+    __hash__ = str.__hash__
+
+
+# The ops the timed loop dispatches between two calls (stamp, restore, flush, slot copies), and the
+# dispatch keys whose kernels run for the dense CPU and CUDA tensors it uses.
+LOOP_ATEN_OPS = ("aten::copy_", "aten::clone", "aten::slice.Tensor", "aten::view", "aten::zero_", "aten::detach",
+                 "aten::_to_copy", "aten::empty.memory_format", "aten::empty_strided", "aten::as_strided",
+                 "aten::fill_.Scalar")
+RUNNING_KEYS = frozenset(("CPU", "CUDA", "BackendSelect", "Python", "PythonTLSSnapshot", "PythonDispatcher",
+                          "ADInplaceOrView", "AutogradCPU", "AutogradCUDA", "AutogradOther", "AutocastCPU",
+                          "AutocastCUDA", "FuncTorchDynamicLayerFrontMode", "FuncTorchDynamicLayerBackMode",
+                          "PreDispatch", "Functionalize", "Undefined"))
+
+
+def hooks_changed(before, tables=True):
+    """The hooks of `before` (hooks_snapshot) that differ now, by name. Without `tables`, the dispatch
+    tables are left out (about 15 us each to read)."""
+    now = hooks_snapshot(tables)
+    if not tables:
+        before = {k: v for k, v in before.items() if k in now}
     return sorted(k for k in set(before) | set(now) if before.get(k) is not now.get(k) and before.get(k) != now.get(k))
 
 
@@ -389,6 +453,7 @@ class Worker:
         self._sync()
         self.threads_at_start = threading.active_count()
         self._harness_code = harness_code_snapshot(torch, type(self))
+        bind_torch_hooks(torch)
         self._hooks = hooks_snapshot()
         self.hooks_seen = []
         return {"ev": "ready", "threads": self.threads_at_start, "input_bytes": self.problem.input_bytes(),
@@ -556,7 +621,9 @@ class Worker:
             if self._hooks is not None and not self.hooks_seen:
                 # After the call, before the next stamp: a hook that would compute once the stamp has
                 # landed is installed now (one that removed itself here is gone for that stamp).
-                self.hooks_seen = hooks_changed(self._hooks)
+                # The dispatch tables after one call in four, at random (a kernel registered for the
+                # loop's ops must stay registered after every call it helps: it cannot dodge them all).
+                self.hooks_seen = hooks_changed(self._hooks, tables=_urandom(1)[0] < 64)
             if keep is not None:
                 slots = keep(i)
                 if slots is not None:
