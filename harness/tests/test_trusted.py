@@ -676,6 +676,33 @@ class Census(unittest.TestCase):
             signal.signal(signal.SIGUSR1, old_usr1)
         self.assertEqual(worker.hooks_changed(before), [])
 
+    def test_hooks_changed_sees_torch_modes_and_kernels_but_not_meta_ones(self):
+        import sys
+        import warnings
+        import torch
+        from torch.overrides import TorchFunctionMode
+        sys.path.insert(0, os.path.join(support.ROOT, "harness"))
+        import worker
+        worker.bind_torch_hooks(torch)
+        try:
+            before = worker.hooks_snapshot()
+            with TorchFunctionMode():
+                self.assertEqual(worker.hooks_changed(before), ["torch function mode"])
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # overriding a kernel warns
+                lib = torch.library.Library("aten", "IMPL")
+                try:
+                    lib.impl("clone", lambda t, memory_format=None: t, "Meta")  # runs for no real tensor: not a hook
+                    self.assertEqual(worker.hooks_changed(before), [])
+                    lib.impl("zero_", lambda t: t, "AutogradCPU")
+                    self.assertEqual(worker.hooks_changed(before), ["the dispatch table of aten::zero_"])
+                    self.assertEqual(worker.hooks_changed(before, tables=False), [])  # read one call in four
+                finally:
+                    lib._destroy()
+            self.assertEqual(worker.hooks_changed(before), [])
+        finally:
+            worker._torch_hooks.clear()
+
     def test_thread_count_sees_threads_threading_does_not(self):
         import _thread
         import threading
