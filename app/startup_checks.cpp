@@ -104,24 +104,27 @@ void check_inject_fault(const std::string& value) {
   if (value.back() == ',' || items == 0) bad("empty entry");
 }
 
-void check_test_standby(const std::string& value) {
+namespace {
+
+/// A count of processes started ahead, "0" to "4" (or unset/empty). Read where they start, which
+/// would keep its default for a value it cannot use: refused here instead.
+void check_standby_count(const char* name, const std::string& value, const char* what, const char* unset) {
   if (value.empty()) return;
-  // Read where the test.py standbys start (device_backend.cpp), which would keep its default for a
-  // value it cannot use.
   if (value.size() != 1 || value[0] < '0' || value[0] > '4')
-    throw user_error(fmt::format("KAGENT_TEST_STANDBY='{}': expected how many test.py processes wait started ahead, "
-                                 "0 to 4 (unset: 2 on a GPU platform, 0 on the cpu platform)",
-                                 value));
+    throw user_error(fmt::format("{}='{}': expected how many {} wait started ahead, 0 to 4 (unset: {})", name, value,
+                                 what, unset));
+}
+
+} // namespace
+
+void check_test_standby(const std::string& value) {
+  // device_backend.cpp starts them
+  check_standby_count("KAGENT_TEST_STANDBY", value, "test.py processes", "2 on a GPU platform, 0 on the cpu platform");
 }
 
 void check_ncu_standby(const std::string& value) {
-  if (value.empty()) return;
-  // Read where the ncu standbys start (profile_runner.cpp, standby_depth), which would wait with one
-  // for a value it cannot use.
-  if (value.size() != 1 || value[0] < '0' || value[0] > '4')
-    throw user_error(fmt::format("KAGENT_NCU_STANDBY='{}': expected how many ncu processes wait started ahead, "
-                                 "0 to 4 (unset: 2 on a GPU, 1 on the cpu platform)",
-                                 value));
+  // profile_runner.cpp starts them (standby_depth)
+  check_standby_count("KAGENT_NCU_STANDBY", value, "ncu processes", "2 on a GPU, 1 on the cpu platform");
 }
 
 void check_environment(const env_map& env) {
