@@ -38,6 +38,7 @@ ProgressWindows = collections.namedtuple("ProgressWindows", "hang_s quiet_s")
 HARNESS = os.path.dirname(os.path.abspath(__file__))
 PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
+PR_SET_DUMPABLE = 4
 
 
 _TRACE = os.environ.get("KAGENT_JUDGE_TRACE") == "1"
@@ -72,6 +73,16 @@ def become_subreaper():
     libc = _libc()
     if libc is not None:
         libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+
+
+def not_dumpable():
+    """No process of our user may read or write our memory (/proc/PID/mem, ptrace) from now on: without
+    a sandbox a candidate runs as the same user, in the same PID namespace, and our memory holds the
+    references, the choice of the sampled calls and the code that compares (harness/tests/test_trusted.py,
+    JudgeMemory: it read it before). Our own /proc files stay readable to us."""
+    libc = _libc()
+    if libc is not None:
+        libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
 
 
 def _child_setup():
@@ -640,6 +651,9 @@ class Judge:
         self.dtype = dtype
         self.size = size
         self.sandbox_prefix = list(sandbox_prefix or [])
+        if not self.sandbox_prefix:
+            # Without a sandbox the workers share our PID namespace (with one they cannot even name us).
+            not_dumpable()
         self.launchers = self.shared_launchers(launchers_dir)
         self.peak_gbps = peak_gbps
         self.timeouts = timeouts

@@ -157,6 +157,59 @@ def matvec_judge(env):
             server.close()
 
 
+JUDGE_MEMORY_PROBE = """
+import os
+
+
+def _ppid(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        return int(f.read().rsplit(")", 1)[1].split()[1])
+
+
+def _probe():
+    # The judge is the fork server's parent, without a sandbox (with one it is not even in this
+    # process's PID namespace): its references, its choice of the sampled calls and its code are in its
+    # memory.
+    judge = _ppid(os.getppid())
+    try:
+        with open(f"/proc/{judge}/maps") as f:
+            start = int(f.readline().split("-")[0], 16)
+        with open(f"/proc/{judge}/mem", "rb") as f:
+            f.seek(start)
+            return f"read {len(f.read(16))} bytes of process {judge}"
+    except OSError as exc:
+        return f"denied: {type(exc).__name__}"
+
+
+def _capabilities():
+    with open("/proc/self/status") as f:
+        return [line.split()[1] for line in f if line.startswith(("CapEff", "CapPrm", "CapBnd"))]
+
+
+with open(PROBE_OUT, "w") as f:
+    f.write(_probe() + "\\n" + " ".join(_capabilities()))
+"""
+
+
+class JudgeMemory(unittest.TestCase):
+    """Candidate code runs as the same user as the judge. Without a sandbox the judge is in its PID
+    namespace, and a process of the same user may read and write another's memory through
+    /proc/PID/mem unless that one is not dumpable: the judge makes itself so before any worker exists."""
+
+    def test_a_candidate_cannot_read_the_judges_memory(self):
+        with matvec_judge({}) as (server, reply):
+            self.assertTrue(reply["ok"], reply)
+            out = os.path.join(server.log_dir, "probe.txt")
+            code = support.read(START) + f"\nPROBE_OUT = {out!r}\n" + JUDGE_MEMORY_PROBE
+            verdict, r = evaluate(server, code)
+            self.assertEqual(verdict, "verified", r)
+            with open(out, encoding="utf-8") as f:
+                said = f.read()
+            self.assertTrue(said.startswith("denied"), f"the candidate read the judge's memory: {said}")
+            # Root or not, the candidate holds no capability (CapEff, CapPrm, CapBnd all zero).
+            self.assertEqual(said.split("\n")[1].split(), ["0000000000000000"] * 3, said)
+
+
 class Lean(unittest.TestCase):
     """Where two workers do not fit in device memory the judge prepares the next worker only between
     requests (forced here with KAGENT_JUDGE_LEAN=1: the CPU platform has no device memory to measure).
