@@ -1,5 +1,7 @@
 // kagent-actors: the optimization run is the root command; tools (gpus, ask, inspect-profile)
 // register themselves as subcommands (app/command.hpp).
+#include <sys/prctl.h>
+
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
@@ -53,6 +55,11 @@ std::vector<command_entry>& command_registry() {
 int main(int argc, char** argv) {
   // Before any thread exists: secrets leave the environment (and /proc/self/environ) at once and live
   // on only in memory (docs/sandbox.md).
+  // Not dumpable: no process of our user may read our memory, which keeps the API key, through
+  // /proc/<pid>/mem or ptrace (an unsandboxed candidate runs as our user; as root it also needs our
+  // capabilities, which harness/privileges.py takes from it). KAGENT_DUMPABLE=1 keeps core dumps and
+  // debuggers working.
+  if (const char* d = std::getenv("KAGENT_DUMPABLE"); !d || std::string(d) != "1") ::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
   kagent::scrub_own_environment(kagent::default_secret_patterns());
   CLI::App app{"kagent-actors: LLM-driven GPU kernel optimization on an actor runtime.\n"
                "Run: kagent-actors --strategy NAME|all --kernel-dir DIR [options]"};

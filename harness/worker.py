@@ -795,27 +795,6 @@ def serve(fd, scratch):
             return 0
 
 
-def drop_privileges(libc):
-    """No capability for this process and every worker it forks, and none to be regained through a
-    set-uid program (no_new_privs). Run as root without a sandbox (a container), a worker otherwise kept
-    CAP_SYS_PTRACE: the judge's being not dumpable then stopped nothing, and a candidate read its memory
-    (harness/tests/test_trusted.py, JudgeMemory). A root worker without capabilities still owns root's
-    files; the sandbox is what keeps it from the rest. Best-effort: a failure leaves what was."""
-    import ctypes
-
-    class Header(ctypes.Structure):
-        _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
-
-    class Data(ctypes.Structure):
-        _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
-
-    with contextlib.suppress(Exception):
-        libc.prctl(38, 1, 0, 0, 0)  # PR_SET_NO_NEW_PRIVS
-        for cap in range(64):
-            libc.prctl(24, cap, 0, 0, 0)  # PR_CAPBSET_DROP (needs CAP_SETPCAP, so before the capset)
-        libc.capset(ctypes.byref(Header(0x20080522, 0)), (Data * 2)())  # _LINUX_CAPABILITY_VERSION_3
-
-
 def zygote(ctl_fd):
     """The fork server: imports torch and triton once (no device is touched here, so a child may
     still initialise CUDA), then forks one fresh worker per request. It runs no candidate code. It
@@ -826,7 +805,8 @@ def zygote(ctl_fd):
     import socket
     libc = ctypes.CDLL(None, use_errno=True)
     libc.prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE 0
-    drop_privileges(libc)
+    import privileges
+    privileges.drop_all()
     ctl = socket.socket(fileno=ctl_fd)
     core.torch_module()
     import triton  # noqa: F401

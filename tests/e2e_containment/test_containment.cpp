@@ -178,6 +178,61 @@ TEST(Containment, PlantedKeyIsInNoFileOfTheRun) {
   // the dump carries no key at all; without a sandbox the sinks would have redacted it.
 }
 
+// Reads the memory of its ancestors up to kagent-actors (the judge, kagent-actors itself, which keeps
+// the API key in memory for the LLM provider) through /proc/<pid>/mem, looking for the key's prefix.
+const std::string kMemScan =
+    "    seen = []\n"
+    "    pid = os.getpid()\n"
+    "    for _ in range(8):\n"
+    "        try:\n"
+    "            pid = int(open('/proc/%d/stat' % pid).read().rsplit(')', 1)[1].split()[1])\n"
+    "            comm = open('/proc/%d/comm' % pid).read().strip()\n"
+    "        except Exception:\n"
+    "            break\n"
+    "        hits = 0\n"
+    "        try:\n"
+    "            with open('/proc/%d/maps' % pid) as maps, open('/proc/%d/mem' % pid, 'rb', 0) as mem:\n"
+    "                for line in maps:\n"
+    "                    f = line.split()\n"
+    "                    if not f[1].startswith('rw') or (len(f) > 5 and f[5].startswith('/')):\n"
+    "                        continue\n"
+    "                    lo, hi = (int(x, 16) for x in f[0].split('-'))\n"
+    "                    if hi - lo > (1 << 30):\n"
+    "                        continue\n"
+    "                    try:\n"
+    "                        mem.seek(lo)\n"
+    "                        hits += mem.read(hi - lo).count(b'sk-ant-' + b'test-')\n"
+    "                    except OSError:\n"
+    "                        pass\n"
+    "            seen.append('%s:%s' % (comm, 'found' if hits else 'read, nothing'))\n"
+    "        except OSError as e:\n"
+    "            seen.append('%s:denied %s' % (comm, type(e).__name__))\n"
+    "        if comm == 'kagent-actors':\n"
+    "            break\n"
+    "    raise RuntimeError('HOSTILE_' + 'MEMSCAN ' + ' '.join(seen))\n";  // the marker exists only at run time
+
+// Without a sandbox a candidate shares kagent-actors' PID namespace and user (root here, as in many
+// containers): kagent-actors is not dumpable and the candidate's process holds no capability, so its
+// memory (the API key) and the judge's stay closed.
+TEST(Containment, AnUnsandboxedCandidateCannotReadItsAncestorsMemory) {
+  scratch s;
+  write_replay(s, hostile(kMemScan));
+  auto r = run({"--strategy", config(s, "sandbox:\n  mode: off\n"), "--kernel-dir", kMatvec, "--run-dir",
+                (s.dir / "runs").string()},
+               {{"ANTHROPIC_API_KEY", kKey}, {"KAGENT_INJECT_FAULT", ""}, {"KAGENT_PYTHON", KAGENT_PYTHON}}, s.dir.string(), 400);
+  ASSERT_TRUE(r.started) << r.describe();
+  auto dirs = run_dirs(s.dir / "runs");
+  ASSERT_EQ(dirs.size(), 1u) << r.err;
+  const auto said = files_containing(dirs[0], "HOSTILE_MEMSCAN");
+  ASSERT_FALSE(said.empty()) << r.out << r.err;  // the scan ran and reported
+  const std::string text = slurp(said.front());
+  const auto at = text.find("HOSTILE_MEMSCAN");
+  const std::string report = text.substr(at, text.find('\n', at) - at);
+  EXPECT_NE(report.find("kagent-actors:denied"), std::string::npos) << report;
+  EXPECT_EQ(report.find("found"), std::string::npos) << report;
+  EXPECT_EQ(report.find("read, nothing"), std::string::npos) << report;
+}
+
 TEST(Containment, MemoryCapRefusesATwentyGigabyteAllocation) {
   scratch s;
   write_replay(s, hostile(kHuge));
