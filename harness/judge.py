@@ -993,11 +993,7 @@ class Judge:
     @staticmethod
     def leftover_error(left, where):
         """The integrity failure for processes `left` behind, naming up to three of them."""
-        names = []
-        for p in left[:3]:
-            with contextlib.suppress(OSError):
-                with open(f"/proc/{p}/cmdline", "rb") as f:
-                    names.append(f.read().replace(b"\0", b" ").decode(errors="replace").strip()[:60])
+        names = [cmdline_of(p) for p in left[:3]]
         return IntegrityError(f"the candidate left {len(left)} process(es) running after its calls ({where}): "
                               + "; ".join(n for n in names if n))
 
