@@ -225,6 +225,7 @@ bool run_user_test(const device_settings& s, const env_map& env, const std::stri
     (*p.env)["TRITON_CACHE_DIR"] = (dir / "triton").string();
     p.cwd = dir.string();
     p.timeout = std::chrono::milliseconds(static_cast<long>(s.user_test_timeout_s * 1000));
+    p.drop_privileges = s.sandbox_mode != "bwrap";  // bubblewrap drops them itself
     ran = run_process(p);
   }
   if (standby) standby->start(s, env);  // the next test's process, while this one's result is read

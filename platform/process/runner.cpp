@@ -4,7 +4,9 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <linux/capability.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -17,6 +19,18 @@
 namespace kagent {
 
 namespace {
+
+/// In a forked child (async-signal-safe): no capability now or after exec, none regained through a
+/// set-uid program. The bounding set first: dropping from it needs CAP_SETPCAP, which the capset
+/// below removes. Best-effort: a process that had none keeps none.
+void drop_every_capability() {
+  ::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
+  ::prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
+  for (int cap = 0; cap < 64; ++cap) ::prctl(PR_CAPBSET_DROP, cap, 0, 0, 0);
+  __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
+  __user_cap_data_struct data[_LINUX_CAPABILITY_U32S_3] = {};
+  ::syscall(SYS_capset, &header, data);
+}
 
 using clock_type = std::chrono::steady_clock;
 
@@ -114,6 +128,7 @@ process_result run_process(const process_spec& spec) {
     sigemptyset(&none);
     ::sigprocmask(SIG_SETMASK, &none, nullptr);
     ::signal(SIGPIPE, SIG_DFL);
+    if (spec.drop_privileges) drop_every_capability();
     if (!spec.cwd.empty() && ::chdir(spec.cwd.c_str()) != 0) {
       int e = errno;
       (void)!::write(exec_pipe[1], &e, sizeof e);

@@ -26,6 +26,12 @@ struct process_spec {
   /// When set, the child's pid is stored here once it runs (0 again once it is reaped): an owner on
   /// another thread can look at the processes below it (platform/process/proc_tree.hpp).
   std::shared_ptr<std::atomic<int>> pid_sink;
+  /// The child gives up every capability (bounding, ambient, inheritable, permitted, effective) and
+  /// sets no_new_privs before exec: for a process that runs candidate code without a sandbox around
+  /// it. As root, with its capabilities, such a process reads kagent-actors' memory (the API key)
+  /// through /proc/PID/mem (tests/e2e_containment, UserTestScan). Not for a process that starts
+  /// bubblewrap: it needs them as root.
+  bool drop_privileges = false;
 };
 
 struct process_result {

@@ -74,13 +74,13 @@ void write_replay(const scratch& s, const std::string& reply) {
           R"( "actual_outcome": "failed", "reasoning": "it failed", "lessons": [], "avoid_patterns": [], "try_patterns": []})");
 }
 
-std::string config(const scratch& s, const std::string& extra = "") {
+std::string config(const scratch& s, const std::string& extra = "", const std::string& user_test = "never") {
   return s.write("cfg/contain.yaml",
                  "strategy: greedy\nnum_workers: 1\nmax_rounds: 1\nplatform: cpu\ntarget_platform: cpu\n"
                  "benchmark_warmup: 1\nbenchmark_repeat: 2\nmax_refine_attempts: 1\n"
                  // Not what containment is about: no inductor compile of the reference (seconds of
                  // g++ per run), no test.py (a fresh interpreter importing torch).
-                 "compile_reference: false\nuser_test: never\n" + extra +
+                 "compile_reference: false\nuser_test: " + user_test + "\n" + extra +
                  "llm:\n  provider: replay\n  replay_dir: " + (s.dir / "replay").string() + "\n");
 }
 
@@ -232,6 +232,37 @@ TEST(Containment, AnUnsandboxedCandidateCannotReadItsAncestorsMemory) {
   EXPECT_EQ(report.find("found"), std::string::npos) << report;
   EXPECT_EQ(report.find("read, nothing"), std::string::npos) << report;
 }
+
+// The same scan from test.py's process (user_test: every): an honest kernel that scans only when the
+// kernel directory's test.py imported it. Without a standby (KAGENT_TEST_STANDBY=0, the cpu platform's
+// default) kagent-actors starts test.py itself, so the drop of capabilities must come from there.
+class UserTestScan : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(UserTestScan, AnUnsandboxedTestPyCannotReadItsAncestorsMemory) {
+  scratch s;
+  std::string scan;  // kMemScan under the `if`
+  std::istringstream lines(kMemScan);
+  for (std::string line; std::getline(lines, line);) scan += "    " + line + "\n";
+  write_replay(s, hostile("    if b'test.py' in open('/proc/self/cmdline', 'rb').read():\n" + scan));
+  auto r = run({"--strategy", config(s, "sandbox:\n  mode: off\n", "every"), "--kernel-dir", kMatvec, "--run-dir",
+                (s.dir / "runs").string()},
+               {{"ANTHROPIC_API_KEY", kKey}, {"KAGENT_INJECT_FAULT", ""}, {"KAGENT_PYTHON", KAGENT_PYTHON},
+                {"KAGENT_TEST_STANDBY", GetParam()}},
+               s.dir.string(), 400);
+  ASSERT_TRUE(r.started) << r.describe();
+  auto dirs = run_dirs(s.dir / "runs");
+  ASSERT_EQ(dirs.size(), 1u) << r.err;
+  const auto said = files_containing(dirs[0], "HOSTILE_MEMSCAN");
+  ASSERT_FALSE(said.empty()) << r.out << r.err;  // test.py ran the scan and it reported
+  const std::string text = slurp(said.front());
+  const auto at = text.find("HOSTILE_MEMSCAN");
+  const std::string report = text.substr(at, text.find('\n', at) - at);
+  EXPECT_NE(report.find("kagent-actors:denied"), std::string::npos) << report;
+  EXPECT_EQ(report.find("found"), std::string::npos) << report;
+}
+
+INSTANTIATE_TEST_SUITE_P(Containment, UserTestScan, ::testing::Values("0", "1"),
+                         [](const auto& info) { return std::string(info.param) == "0" ? "Fresh" : "Standby"; });
 
 TEST(Containment, MemoryCapRefusesATwentyGigabyteAllocation) {
   scratch s;

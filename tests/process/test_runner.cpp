@@ -179,6 +179,28 @@ TEST(Process, MissingProgramAndMissingCwdAreSpawnFailures) {
   EXPECT_NE(rc.error.find("/nonexistent/dir"), std::string::npos);
 }
 
+TEST(Process, DropPrivilegesLeavesTheChildNoCapabilityEvenAfterExec) {
+  // The status lines of a shell run as this test is run (root here), with and without the drop.
+  auto status = [](bool drop) {
+    auto spec = sh("grep -E '^(CapInh|CapPrm|CapEff|CapBnd|CapAmb|NoNewPrivs):' /proc/self/status");
+    spec.drop_privileges = drop;
+    return run_process(spec);
+  };
+  const auto dropped = status(true);
+  ASSERT_TRUE(dropped.ok()) << dropped.describe() << dropped.err;
+  for (const char* line : {"CapInh:\t0000000000000000", "CapPrm:\t0000000000000000", "CapEff:\t0000000000000000",
+                           "CapBnd:\t0000000000000000", "CapAmb:\t0000000000000000", "NoNewPrivs:\t1"})
+    EXPECT_NE(dropped.out.find(line), std::string::npos) << line << " in\n" << dropped.out;
+  // Without the drop the child keeps what this process has (all of it, when the suite runs as root).
+  std::ifstream own("/proc/self/status");
+  std::string own_eff;
+  for (std::string line; std::getline(own, line);)
+    if (line.rfind("CapEff:", 0) == 0) own_eff = line;
+  const auto kept = status(false);
+  ASSERT_TRUE(kept.ok()) << kept.describe();
+  EXPECT_NE(kept.out.find(own_eff), std::string::npos) << own_eff << " in\n" << kept.out;
+}
+
 TEST(Process, StdinIsDeliveredAndLargeOutputIsTailed) {
   process_spec s = sh("cat; head -c 3000000 /dev/zero | tr '\\0' x");
   s.stdin_data = "hello\n";
