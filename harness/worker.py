@@ -41,6 +41,28 @@ _signals = sorted(_signal.valid_signals()) if hasattr(_signal, "valid_signals") 
 _gc_callbacks = _gc.callbacks  # the list the collector calls (rebinding gc.callbacks does not replace it)
 _monitoring_tool = getattr(getattr(sys, "monitoring", None), "get_tool", None)
 _torch_hooks = {}  # name -> what PyTorch says of it now, bound by bind_torch_hooks before any candidate
+
+
+def _refuse_audit_hooks():
+    """No audit hook may join this process after this (sys.addaudithook, or PySys_AddAuditHook through
+    ctypes: both ask the hooks already there, and a RuntimeError from one refuses the new hook). An
+    audit hook cannot be listed or removed, and CPython calls it on events the timed loop raises between
+    the calls (builtins.id, object.__getattr__): tests/cheats/matvec/audit_in_the_loop.py computed its
+    answers there, verified at 1.75 ms against the honest 31.5 ms on the cpu platform. Installed when
+    this module is imported, in the fork server before any candidate code. Returns how many were
+    refused (hooks_snapshot)."""
+    refused = []
+
+    def guard(event, args):
+        if event == "sys.addaudithook":
+            refused.append(1)
+            raise RuntimeError("no audit hook may be added in a worker")
+
+    sys.addaudithook(guard)
+    return refused.__len__
+
+
+_audit_hooks_refused = _refuse_audit_hooks()
 HARNESS = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HARNESS)
 import harness_core as core  # noqa: E402
@@ -293,10 +315,12 @@ def harness_code_snapshot(torch, worker_class):
 
 def hooks_snapshot(tables=True):
     """The hooks through which code runs in this thread without the timed loop calling it: the profile
-    and trace functions, the Python-level signal handlers, the garbage collector's callbacks, (3.12)
+    and trace functions, the audit hooks refused (_refuse_audit_hooks), the Python-level signal
+    handlers, the garbage collector's callbacks, (3.12)
     the sys.monitoring tools and PyTorch's mode stacks (bind_torch_hooks). A candidate that installs one can compute between its calls, e.g.
     right after the loop has stamped the inputs (tests/cheats/matvec/hook_in_the_loop.py)."""
-    snap = {"sys.setprofile": _getprofile(), "sys.settrace": _gettrace(), "gc.callbacks": tuple(_gc_callbacks)}
+    snap = {"sys.setprofile": _getprofile(), "sys.settrace": _gettrace(), "gc.callbacks": tuple(_gc_callbacks),
+            "sys.addaudithook (hooks refused)": _audit_hooks_refused()}
     for sig in _signals:
         with contextlib.suppress(Exception):
             snap[f"signal {int(sig)}"] = _getsignal(sig)

@@ -84,6 +84,9 @@ class Trusted(unittest.TestCase):
         # A profile hook that computes in the loop's own thread once the stamp has landed.
         self.assertIn("a hook of the candidate runs its code in the timed loop", seen["hook_in_the_loop.py"][1])
         self.assertIn("sys.setprofile", seen["hook_in_the_loop.py"][1])
+        # An audit hook (which cannot be listed or removed) computing on the loop's own audited events:
+        # refused when it is added, and the try is the evidence.
+        self.assertIn("sys.addaudithook (hooks refused)", seen["audit_in_the_loop.py"][1])
         # Its answers computed in the loop's stamping (a rebound torch.Tensor.copy_), outside the calls.
         self.assertIn("patched harness code (torch.Tensor.copy_", seen["work_in_the_stamp.py"][1])
         self.assertRegex(seen["torch_op_obfuscated.py"][1], r"torch compute op aten::(mm|matmul)")
