@@ -311,6 +311,15 @@ def default_tolerance(dtype_name):
     return (1e-2, 1e-2) if dtype_name in ("bfloat16", "bf16", "float16", "fp16", "half") else (1e-4, 1e-4)
 
 
+def stamp_index(length, shift, mult, device):
+    """Where each element of a stamped window comes from: new[i] = old[(mult * i - shift) mod length].
+    mult 1 is a roll by `shift` (the window stamps of large inputs); mult coprime to length, with the
+    whole tensor as its window, is an affine permutation of every element (the stamps of small inputs),
+    one of about length**2 / 2, drawn by the judge for each timed call."""
+    torch = torch_module()
+    return (torch.arange(length, device=device, dtype=torch.int64) * int(mult) - int(shift)) % int(length)
+
+
 def synchronize(device):
     torch = torch_module()
     if device.startswith("cuda"):

@@ -3,6 +3,7 @@ evaluator server on the CPU platform (verify, then benchmark, as the runtime sen
 defences that need a set-up of their own (physics floor, isolation between candidates, the wall
 clock bound, the dedup hash)."""
 import contextlib
+import math
 import os
 import re
 import tempfile
@@ -87,6 +88,11 @@ class Trusted(unittest.TestCase):
         # An audit hook (which cannot be listed or removed) computing on the loop's own audited events:
         # refused when it is added, and the try is the evidence.
         self.assertIn("sys.addaudithook (hooks refused)", seen["audit_in_the_loop.py"][1])
+        # Every timed call's answer computed ahead from the stamps, read in a warm-up call: the worker now
+        # holds only the current call's stamp, and the stale answers fail the sampled checks.
+        self.assertIn("output of a timed call differs from the reference for its inputs", seen["future_stamps.py"][1])
+        # PyTorch's product only in the timed calls: they run under the op recorder too.
+        self.assertRegex(seen["unwatched_torch.py"][1], r"torch compute op aten::(mm|matmul) in the candidate's call \(a timed call\)")
         # Its answers computed in the loop's stamping (a rebound torch.Tensor.copy_), outside the calls.
         self.assertIn("patched harness code (torch.Tensor.copy_", seen["work_in_the_stamp.py"][1])
         self.assertRegex(seen["torch_op_obfuscated.py"][1], r"torch compute op aten::(mm|matmul)")
@@ -614,6 +620,28 @@ class Stamp(unittest.TestCase):
                     self.assertTrue(torch.equal(got, want), (dtype, st))
 
 
+    def test_a_permutation_stamp_moves_every_element_as_the_judge_does(self):
+        import random
+        import torch
+        import worker
+        rng = random.Random(3)
+        for dtype in (torch.bfloat16, torch.float32, torch.int64):
+            b = (torch.randn(1000) * 100).to(dtype)
+            pristine = b.clone()
+            for _ in range(10):
+                shift, mult = rng.randrange(0, 1000), judge.coprime_multiplier(1000, rng)
+                self.assertEqual(math.gcd(mult, 1000), 1)
+                self.assertGreaterEqual(mult, 2)
+                want = torch.stack([pristine[(mult * i - shift) % 1000] for i in range(1000)])
+                saved = worker.Worker.stamp([b], [[0, 0, 1000, shift, mult]])
+                self.assertTrue(torch.equal(b, want), (dtype, shift, mult))
+                jd = judge.Judge.__new__(judge.Judge)
+                jd.sets = [[pristine.clone()]]
+                self.assertTrue(torch.equal(jd.stamped(0, [[0, 0, 1000, shift, mult]])[0], want))
+                worker.Worker.unstamp(saved)
+                self.assertTrue(torch.equal(b, pristine))
+
+
 class WarmUp(unittest.TestCase):
     """Warm-up calls are neither stamped nor preceded by a flush (nothing checks or times them);
     every timed call is both."""
@@ -629,6 +657,19 @@ class WarmUp(unittest.TestCase):
         self.assertEqual(stamps[:4], [[]] * 4)
         for st in stamps[4:]:
             self.assertEqual([k for k, *_ in st], [0, 1], "one stamp per input tensor, none for the int")
+
+    def test_small_inputs_are_permuted_whole_and_large_ones_rolled_in_a_window(self):
+        import random
+        import torch
+        jd = judge.Judge.__new__(judge.Judge)
+        big = torch.empty(judge.WHOLE_STAMP_BYTES // 2 + 1, dtype=torch.bfloat16)
+        jd.sets = [[big, torch.zeros(1024, 1)]]
+        jd.seeds = [0]
+        for (kb, start, length, shift, mult), (ks, s0, n, _, m) in jd.stamps_for(20, random.Random(5)):
+            self.assertEqual((kb, length, mult), (0, big.numel() // 16, 1))
+            self.assertTrue(0 <= start <= big.numel() - length and 1 <= shift < length)
+            self.assertEqual((ks, s0, n), (1, 0, 1024))
+            self.assertTrue(2 <= m < 1024 and m % 2 == 1, m)
 
     def test_the_worker_flushes_and_stamps_only_where_told(self):
         import torch
