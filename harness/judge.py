@@ -1368,7 +1368,7 @@ class Judge:
             raise IntegrityError(f"a hook of the candidate runs its code in the timed loop between the calls "
                                  f"({', '.join(str(h) for h in msg['hooks'][:6])} changed during the timed calls)")
         if msg.get("aten"):
-            raise IntegrityError(f"torch compute op {msg['aten'][0]} in the candidate's call (a timed call); "
+            raise IntegrityError(f"torch compute op {msg['aten'][0]} in the candidate's call (a call of the timed loop); "
                                  f"all: {', '.join(str(op) for op in msg['aten'][:8])}")
         launches = [int(x) for x in msg.get("launches", [])]
         if launches and min(launches) < 1:

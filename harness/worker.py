@@ -718,7 +718,10 @@ class Worker:
                 issue = []
                 # Warm-up calls are neither checked nor timed: no stamp (the judge sends none) and no
                 # flush, as do_bench warms up.
-                self.loop(counted, warmup, warm_stamps, keep=None, issue=issue, flush=False)
+                # Under the op recorder, as the timed calls below: the device sleep is sized from these
+                # calls' issue times, which the recorder's per-op work lengthens.
+                self.recorder.ops.clear()
+                self.loop(counted, warmup, warm_stamps, keep=None, issue=issue, flush=False, watch=True)
                 pad_us = 0.0
                 if self.gpu and not calibrate:
                     # The warm-up calls' issue times (the first one compiles, so it is left out),
@@ -732,7 +735,6 @@ class Worker:
                 # candidate that ran PyTorch's own product wherever no recorder was on
                 # (tests/cheats/matvec/unwatched_torch.py) was verified at 1.64 ms against the honest
                 # 25.8 ms on the cpu platform.
-                self.recorder.ops.clear()
                 times = self.loop(counted, repeat, timed_stamps, keep=keep, pad_us=pad_us, watch=True)
                 timed_ops = self.recorder.forbidden()
                 self.recorder.ops.clear()

@@ -92,7 +92,7 @@ class Trusted(unittest.TestCase):
         # holds only the current call's stamp, and the stale answers fail the sampled checks.
         self.assertIn("output of a timed call differs from the reference for its inputs", seen["future_stamps.py"][1])
         # PyTorch's product only in the timed calls: they run under the op recorder too.
-        self.assertRegex(seen["unwatched_torch.py"][1], r"torch compute op aten::(mm|matmul) in the candidate's call \(a timed call\)")
+        self.assertRegex(seen["unwatched_torch.py"][1], r"torch compute op aten::(mm|matmul) in the candidate's call \(a call of the timed loop\)")
         # Its answers computed in the loop's stamping (a rebound torch.Tensor.copy_), outside the calls.
         self.assertIn("patched harness code (torch.Tensor.copy_", seen["work_in_the_stamp.py"][1])
         self.assertRegex(seen["torch_op_obfuscated.py"][1], r"torch compute op aten::(mm|matmul)")
