@@ -1175,21 +1175,23 @@ class Judge:
         return {"hash": core.sha256(src), "kind": "source", "kernels": 0}
 
     def stamps_for(self, n, rng):
-        """Per call and input tensor: [k, start, length, shift, mult] (core.stamp_index). A large input
-        (over WHOLE_STAMP_BYTES) has a window of a sixteenth of it rolled by `shift` (mult 1); a small
-        one has all of its elements moved by an affine permutation drawn afresh (mult coprime to its
-        size). Every output then depends on changed inputs: a window alone left most of matvec's
+        """Per call and input tensor: [k, start, length, shift, mult] (core.stamp_index). A small input
+        (at most WHOLE_STAMP_BYTES and a sixteenth of the largest one) has all of its elements moved by
+        an affine permutation drawn afresh (mult coprime to its size); any other has a window of a
+        sixteenth of it rolled by `shift` (mult 1), which costs less per call than a gather of it. Every output then depends on changed inputs: a window alone left most of matvec's
         product computable from an earlier answer plus the window's share (A's rows in it and B's
         window's columns, an eighth of the work), and a roll of the whole of B one of only K answers."""
         torch = core.torch_module()
         out = []
         for i in range(n):
             inputs = self.sets[(i % self.trials()) % len(self.sets)]  # every trial has the same shapes
+            largest = max((t.numel() * t.element_size() for t in inputs if torch.is_tensor(t)), default=0)
+            small = min(WHOLE_STAMP_BYTES, largest // 16)
             st = []
             for k, t in enumerate(inputs):
                 if torch.is_tensor(t) and t.numel() >= 2 and t.is_contiguous():
                     n_el = t.numel()
-                    if n_el * t.element_size() <= WHOLE_STAMP_BYTES and n_el > 2:
+                    if n_el * t.element_size() <= small and n_el > 2:
                         st.append([k, 0, n_el, rng.randrange(0, n_el), coprime_multiplier(n_el, rng)])
                     else:
                         length = max(2, n_el // 16)

@@ -663,9 +663,11 @@ class WarmUp(unittest.TestCase):
         import torch
         jd = judge.Judge.__new__(judge.Judge)
         big = torch.empty(judge.WHOLE_STAMP_BYTES // 2 + 1, dtype=torch.bfloat16)
-        jd.sets = [[big, torch.zeros(1024, 1)]]
+        jd.sets = [[big, torch.zeros(1024, 1), torch.zeros(big.numel() // 8, dtype=torch.bfloat16)]]
         jd.seeds = [0]
-        for (kb, start, length, shift, mult), (ks, s0, n, _, m) in jd.stamps_for(20, random.Random(5)):
+        for (kb, start, length, shift, mult), (ks, s0, n, _, m), mid in jd.stamps_for(20, random.Random(5)):
+            # Over a sixteenth of the largest input: a window, however small it is.
+            self.assertEqual((mid[0], mid[2], mid[4]), (2, big.numel() // 128, 1))
             self.assertEqual((kb, length, mult), (0, big.numel() // 16, 1))
             self.assertTrue(0 <= start <= big.numel() - length and 1 <= shift < length)
             self.assertEqual((ks, s0, n), (1, 0, 1024))
