@@ -707,25 +707,26 @@ class Worker:
                 stamps[i] = None  # what this call's inputs are, out of the candidate's reach (as far as Python goes)
             if flush:
                 self.flush_buf.zero_()
-            scope = self.recorder.call_scope() if watch else contextlib.nullcontext()
-            if self.gpu:
-                start, end = self._event(enable_timing=True), self._event(enable_timing=True)
-                if cycles > 0:
-                    self._gpu_sleep(cycles)
-                start.record()
-                t_issue = _perf_counter()
-                with scope:
+            # The recorder's mark opens and closes outside the timed span: inside it, on an H100, it put
+            # host time into the device's (do_bench agreement 1.70 % at worst, 0.42 % without).
+            # Nothing of the loop's own dispatches an aten op inside the mark.
+            with (self.recorder.call_scope() if watch else contextlib.nullcontext()):
+                if self.gpu:
+                    start, end = self._event(enable_timing=True), self._event(enable_timing=True)
+                    if cycles > 0:
+                        self._gpu_sleep(cycles)
+                    start.record()
+                    t_issue = _perf_counter()
                     out = fn(*inputs)
-                if issue is not None:
-                    issue.append((_perf_counter() - t_issue) * 1e6)
-                end.record()
-                self._sync()
-                times.append(self._elapsed(start, end))
-            else:
-                t0 = _perf_counter()
-                with scope:
+                    if issue is not None:
+                        issue.append((_perf_counter() - t_issue) * 1e6)
+                    end.record()
+                    self._sync()
+                    times.append(self._elapsed(start, end))
+                else:
+                    t0 = _perf_counter()
                     out = fn(*inputs)
-                times.append((_perf_counter() - t0) * 1e3)
+                    times.append((_perf_counter() - t0) * 1e3)
             if saved and self.pristine is None:
                 self.unstamp(saved)
             saved = None
