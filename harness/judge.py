@@ -1178,9 +1178,10 @@ class Judge:
         """Per call and input tensor: [k, start, length, shift, mult] (core.stamp_index). A small input
         (at most WHOLE_STAMP_BYTES and a sixteenth of the largest one) has all of its elements moved by
         an affine permutation drawn afresh (mult coprime to its size); any other has a window of a
-        sixteenth of it rolled by `shift` (mult 1), which costs less per call than a gather of it. Every output then depends on changed inputs: a window alone left most of matvec's
-        product computable from an earlier answer plus the window's share (A's rows in it and B's
-        window's columns, an eighth of the work), and a roll of the whole of B one of only K answers."""
+        sixteenth of it rolled by `shift` (mult 1), which costs less per call than a gather of it.
+        Every output then depends on changed inputs: a window alone left most of matvec's product
+        computable from an earlier answer plus the window's share (A's rows in it and B's window's
+        columns, an eighth of the work), and a roll of the whole of B one of only K answers."""
         torch = core.torch_module()
         out = []
         for i in range(n):

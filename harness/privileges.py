@@ -14,6 +14,7 @@ import ctypes
 
 PR_CAPBSET_DROP = 24
 PR_SET_NO_NEW_PRIVS = 38
+PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 47, 4
 LINUX_CAPABILITY_VERSION_3 = 0x20080522
 
 
@@ -29,6 +30,7 @@ def drop_all():
     with contextlib.suppress(Exception):
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+        libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)  # as runner.cpp's drop_every_capability
         for cap in range(64):
             libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0)  # needs CAP_SETPCAP: before the capset below
         libc.capset(ctypes.byref(_Header(LINUX_CAPABILITY_VERSION_3, 0)), (_Data * 2)())

@@ -109,6 +109,8 @@ class OpRecorder:
         self.ops = set()
         self.kind = kind
         self._mode = Mode()
+        self._session = None  # the profiler of a loop_session in progress
+        self._marks = 0       # the candidate's calls it marked
 
     @contextlib.contextmanager
     def recording(self):
@@ -199,7 +201,7 @@ class OpRecorder:
     def call_scope(self):
         """Around one call of the timed loop: a mark in the loop's session, or (the dispatch-mode
         recorder, or no session) a recording of its own."""
-        if getattr(self, "_session", None) is not None:
+        if self._session is not None:
             import torch.autograd.profiler as autograd_profiler
             self._marks += 1
             return autograd_profiler.record_function(self.CALL_MARK)
@@ -692,9 +694,9 @@ class Worker:
         On a GPU, `pad_us` of device sleep is queued before each start event: the host then issues
         the whole call while the device is still asleep, so the time between the events is the
         device's, not the host's launch gaps (a call of three launches read 2-10 % high without it
-        on the H200). `issue`, a list, receives the host time to issue each call (µs). With `watch`, the
-        op recorder is on around each call (its switching outside the timed span), and the ops it saw
-        join self.recorder.ops (marked in the op_time session, recorder.loop_session)."""
+        on the H200). `issue`, a list, receives the host time to issue each call (µs). With `watch`, each
+        call is marked for the op recorder (recorder.call_scope, outside the timed span), and the ops
+        inside the marks join self.recorder.ops when op_time's recorder.loop_session ends."""
         times = []
         nsets = len(self.sets)
         cycles = int(pad_us * self.sleep_cycles_per_us) if self.gpu else 0
@@ -810,7 +812,7 @@ class Worker:
                             pad_us = min(float(req.get("max_pad_us", 0.0)), 1.5 * steady[len(steady) // 2] + 20.0)
                     channel.send({"ev": "warm"})
                     # Every timed call under the op recorder, as the verification calls are (and the
-                    # calibration's no-op calls, so the judge's wall bound counts its switching): a
+                    # calibration's no-op calls, so the judge's wall bound counts its cost): a
                     # candidate that ran PyTorch's own product wherever no recorder was on
                     # (tests/cheats/matvec/unwatched_torch.py) was verified at 1.64 ms against the honest
                     # 25.8 ms on the cpu platform.

@@ -211,6 +211,15 @@ const std::string kMemScan =
     "            break\n"
     "    raise RuntimeError('HOSTILE_' + 'MEMSCAN ' + ' '.join(seen))\n";  // the marker exists only at run time
 
+/// The line kMemScan reported into some file of the run ("" if none did).
+std::string memscan_report(const fs::path& run_dir) {
+  const auto said = files_containing(run_dir, "HOSTILE_MEMSCAN");
+  if (said.empty()) return "";
+  const std::string text = slurp(said.front());
+  const auto at = text.find("HOSTILE_MEMSCAN");
+  return text.substr(at, text.find('\n', at) - at);
+}
+
 // Without a sandbox a candidate shares kagent-actors' PID namespace and user (root here, as in many
 // containers): kagent-actors is not dumpable and the candidate's process holds no capability, so its
 // memory (the API key) and the judge's stay closed.
@@ -223,11 +232,8 @@ TEST(Containment, AnUnsandboxedCandidateCannotReadItsAncestorsMemory) {
   ASSERT_TRUE(r.started) << r.describe();
   auto dirs = run_dirs(s.dir / "runs");
   ASSERT_EQ(dirs.size(), 1u) << r.err;
-  const auto said = files_containing(dirs[0], "HOSTILE_MEMSCAN");
-  ASSERT_FALSE(said.empty()) << r.out << r.err;  // the scan ran and reported
-  const std::string text = slurp(said.front());
-  const auto at = text.find("HOSTILE_MEMSCAN");
-  const std::string report = text.substr(at, text.find('\n', at) - at);
+  const std::string report = memscan_report(dirs[0]);
+  ASSERT_FALSE(report.empty()) << r.out << r.err;  // the scan ran and reported
   EXPECT_NE(report.find("kagent-actors:denied"), std::string::npos) << report;
   EXPECT_EQ(report.find("found"), std::string::npos) << report;
   EXPECT_EQ(report.find("read, nothing"), std::string::npos) << report;
@@ -252,11 +258,8 @@ TEST_P(UserTestScan, AnUnsandboxedTestPyCannotReadItsAncestorsMemory) {
   ASSERT_TRUE(r.started) << r.describe();
   auto dirs = run_dirs(s.dir / "runs");
   ASSERT_EQ(dirs.size(), 1u) << r.err;
-  const auto said = files_containing(dirs[0], "HOSTILE_MEMSCAN");
-  ASSERT_FALSE(said.empty()) << r.out << r.err;  // test.py ran the scan and it reported
-  const std::string text = slurp(said.front());
-  const auto at = text.find("HOSTILE_MEMSCAN");
-  const std::string report = text.substr(at, text.find('\n', at) - at);
+  const std::string report = memscan_report(dirs[0]);
+  ASSERT_FALSE(report.empty()) << r.out << r.err;  // test.py ran the scan and it reported
   EXPECT_NE(report.find("kagent-actors:denied"), std::string::npos) << report;
   EXPECT_EQ(report.find("found"), std::string::npos) << report;
 }
