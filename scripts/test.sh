@@ -15,4 +15,8 @@ if [ ! -s Testing/Temporary/CTestCostData.txt ]; then
   mkdir -p Testing/Temporary
   cp "$root/tests/ctest_cost_data.txt" Testing/Temporary/CTestCostData.txt
 fi
-ctest -j"$(nproc 2>/dev/null || echo 2)" --output-on-failure --timeout 600 "$@"
+rc=0
+ctest -j"$(nproc 2>/dev/null || echo 2)" --output-on-failure --timeout 600 "$@" || rc=$?
+# A CI log may keep only its last lines: say there why each failed test failed.
+if [ "$rc" -ne 0 ]; then python3 "$root/scripts/why-failed.py" Testing/Temporary/LastTest.log || true; fi
+exit "$rc"

@@ -110,6 +110,16 @@ run_outcome run_search(const scratch& s, const fs::path& kdir, const std::string
   return o;
 }
 
+/// One line per program (name, status, cause, time, the start of its error): for the message of a failed
+/// expectation, since the run directory is gone by the time CI shows it.
+std::string how_each_ended(const run_outcome& o) {
+  std::string ended;
+  for (const auto& [name, p] : o.by_name)
+    ended += name + " " + p.status + " " + p.failure_cause.value_or("") + " " +
+             (p.time_ms ? std::to_string(*p.time_ms) : std::string("-")) + " " + p.error.value_or("").substr(0, 400) + "\n";
+  return ended;
+}
+
 TEST(Cheats, NoCheatIsVerifiedAndTheHonestKernelsWinInTheirTrueOrder) {
   scratch s;
   std::vector<std::string> kernels;
@@ -240,9 +250,11 @@ TEST(UserTest, DecidesBeforeACandidateBecomesTheBest) {
   cfg.replace(cfg.find("num_workers: 2"), 14, "num_workers: 1");
   auto o = run_search(s, kdir, cfg);
   ASSERT_EQ(o.proc.exit_code, 0) << o.proc.err << o.proc.out;
+  const auto ended = how_each_ended(o);
+  std::cout << ended;
   const auto& bad = o.by_name.at("no_row_mask.py");
-  EXPECT_EQ(bad.status, "failed");
-  EXPECT_EQ(bad.failure_cause.value_or(""), "user_test") << bad.error.value_or("");
+  EXPECT_EQ(bad.status, "failed") << ended;
+  EXPECT_EQ(bad.failure_cause.value_or(""), "user_test") << ended;
   EXPECT_NE(bad.error.value_or("").find("test.py failed"), std::string::npos) << bad.error.value_or("");
   EXPECT_NE(slurp(o.run_dir / "candidates" / bad.id / "user_test.log").find("edge case of 50 rows"), std::string::npos);
   EXPECT_TRUE(fs::exists(o.run_dir / "candidates" / bad.id / "user_test.log"));
@@ -263,9 +275,9 @@ TEST(UserTest, DecidesBeforeACandidateBecomesTheBest) {
   EXPECT_GT(tested, user_test_s) << "the starting kernel's test.py counts too";
   EXPECT_LE(o.summary["user_test_s"].get<double>(), o.summary["device_s"].get<double>());
   EXPECT_NE(o.proc.out.find("of it the kernel directory's test.py"), std::string::npos) << o.proc.out;
-  EXPECT_EQ(o.by_name.at("honest_control.py").status, "verified");
-  EXPECT_EQ(o.summary.value("best_program_id", ""), o.by_name.at("honest_control.py").id);
-  EXPECT_GE(o.summary["failures_by_cause"].value("user_test", 0), 1);
+  EXPECT_EQ(o.by_name.at("honest_control.py").status, "verified") << ended;
+  EXPECT_EQ(o.summary.value("best_program_id", ""), o.by_name.at("honest_control.py").id) << ended;
+  EXPECT_GE(o.summary["failures_by_cause"].value("user_test", 0), 1) << ended;
 }
 
 TEST(UserTest, NeverSkipsItAndTheHarnessAloneDecides) {
