@@ -171,7 +171,7 @@ TEST_P(DeviceBackendCpu, UserTestSkipsACandidateThatTheRecordedBestAlreadyBeats)
   };
   auto first = timed("c1", fast);
   ASSERT_TRUE(first.benchmarked) << first.error;
-  EXPECT_TRUE(first.user_tested);
+  EXPECT_TRUE(first.user_tested) << first.error << first.stderr_tail;
   EXPECT_EQ(runs(), 1);
   // The same program again (a comment differs): it passed test.py on this device already, so this
   // duplicate runs none, although nothing is recorded yet and its bar is none.
@@ -187,7 +187,7 @@ TEST_P(DeviceBackendCpu, UserTestSkipsACandidateThatTheRecordedBestAlreadyBeats)
   auto second = timed("c3", slow);
   ASSERT_TRUE(second.benchmarked) << second.error;
   ASSERT_GT(second.time_ms, first.time_ms);
-  EXPECT_FALSE(second.user_tested);
+  EXPECT_FALSE(second.user_tested) << second.time_ms << " ms after " << first.time_ms << " ms";
   EXPECT_EQ(second.user_test_s, 0.0);
   EXPECT_EQ(runs(), 2) << "test.py ran for a candidate slower than the recorded best";
 }
