@@ -1370,6 +1370,11 @@ class Judge:
         if msg.get("hooks"):
             raise IntegrityError(f"a hook of the candidate runs its code in the timed loop between the calls "
                                  f"({', '.join(str(h) for h in msg['hooks'][:6])} changed during the timed calls)")
+        if msg.get("mark_problem"):
+            raise IntegrityError(f"the op recorder's marks of the timed loop's calls do not pair up: {msg['mark_problem']}")
+        if msg.get("marks") is not None and int(msg["marks"]) != warmup + repeat:
+            raise IntegrityError(f"the op recorder held {int(msg['marks'])} marked calls of the {warmup + repeat} "
+                                 "the timed loop made")
         if msg.get("aten"):
             raise IntegrityError(f"torch compute op {msg['aten'][0]} in the candidate's call (a call of the timed loop); "
                                  f"all: {', '.join(str(op) for op in msg['aten'][:8])}")

@@ -111,6 +111,24 @@ class OpRecorder:
         self._mode = Mode()
         self._session = None  # the profiler of a loop_session in progress
         self._marks = 0       # the candidate's calls it marked
+        self.marks_found = None  # of those, the pairs of marks the last loop_session's recording held
+        self.mark_problem = None  # why its marks did not pair up (a mark the candidate entered itself)
+        import torch.autograd.profiler as autograd_profiler
+        self._record_function = autograd_profiler.record_function  # before any candidate code
+
+    @staticmethod
+    def _profiler():
+        """PyTorch's profiler, recording the ops of every thread of the process: by default it records
+        only the thread that switched it on, and a kernel that ran PyTorch's product in a thread it
+        started and joined inside its call (tests/cheats/matvec/torch_in_a_thread.py) left no op and no
+        thread behind."""
+        import torch.autograd.profiler as autograd_profiler
+        try:
+            from torch._C._profiler import _ExperimentalConfig
+            return autograd_profiler.profile(use_device=None,
+                                             experimental_config=_ExperimentalConfig(profile_all_threads=True))
+        except (ImportError, TypeError):
+            return autograd_profiler.profile(use_device=None)
 
     @contextlib.contextmanager
     def recording(self):
@@ -118,8 +136,7 @@ class OpRecorder:
             with self._mode:
                 yield
             return
-        import torch.autograd.profiler as autograd_profiler
-        prof = autograd_profiler.profile(use_device=None)
+        prof = self._profiler()
         prof.__enter__()
         try:
             yield
@@ -134,6 +151,7 @@ class OpRecorder:
                     self.ops.add(e.name)
 
     CALL_MARK = "kagent::candidate_call"
+    END_MARK = "kagent::candidate_call_end"
 
     @contextlib.contextmanager
     def loop_session(self):
@@ -144,12 +162,12 @@ class OpRecorder:
         (the timed loop of matvec went from 0.15 to 0.42 s a candidate, 2026-12-07); once around the
         loop, with the raw events read instead of PyTorch's event tree, it costs a few ms in all. The
         dispatch-mode recorder (where the profiler fails its self-test) records each call instead."""
+        self.marks_found, self.mark_problem = None, None
         if self.kind != "profiler":
             self._session = None
             yield
             return
-        import torch.autograd.profiler as autograd_profiler
-        prof = autograd_profiler.profile(use_device=None)
+        prof = self._profiler()
         prof.__enter__()
         self._session, self._marks = prof, 0
         try:
@@ -163,13 +181,21 @@ class OpRecorder:
         try:
             prof.__exit__(None, None, None)
             marked = self._marked_ops(prof)
+        except RuntimeError as exc:  # the marks do not pair up: the judge rejects the candidate (integrity)
+            self.mark_problem, marked = str(exc), set()
         except Exception as exc:  # noqa: BLE001 - the candidate switched the profiler off
             raise core.CandidateError(f"the op recorder was switched off during the candidate's calls ({exc})")
         self.ops.update(marked)
 
     def _marked_ops(self, prof):
-        """The aten ops whose start falls inside a CALL_MARK range, from the profiler's raw events (about
-        2 us an event) or, without them, its event tree."""
+        """The aten ops that started between a CALL_MARK and the END_MARK entered right after that call
+        returned, in the order the profiler numbered them as they started (correlation ids): never by
+        their timestamps, whose clock (the TSC, read on whichever core the thread ran) a loaded or
+        virtual machine may skew by microseconds, putting the loop's own gather of the next stamp inside
+        the call before it. The marks must alternate, one pair per marked call: a mark the candidate
+        entered itself (to end its call's recording early) breaks that. An op of any other thread is
+        the candidate's: the loop runs in one. Without raw events, the event tree (each op under its
+        mark)."""
         results = getattr(prof, "kineto_results", None)
         if results is None:
             out = set()
@@ -179,32 +205,54 @@ class OpRecorder:
                     p = p.cpu_parent
                 if p is not None and e.name.startswith("aten::"):
                     out.add(e.name)
+            self.marks_found = self._marks
             return out
-        calls, ops = [], []
-        for e in results.events():
-            name = e.name()
+        raw = [(e.start_thread_id(), e.correlation_id(), e.name()) for e in results.events()]
+        loop_threads = {t for t, _, name in raw if name in (self.CALL_MARK, self.END_MARK)}
+        if not loop_threads:
+            if self._marks:
+                raise RuntimeError(f"none of the {self._marks} marks of the candidate's calls was recorded")
+            self.marks_found = 0
+            return set()
+        # Only the loop's thread runs ops here: any other thread's op during the session is the
+        # candidate's (its threads are numbered apart, so they have no place in the loop's order).
+        out = {name for t, _, name in raw if t not in loop_threads and name.startswith("aten::")}
+        if len(loop_threads) > 1:
+            raise RuntimeError("the marks of the calls were entered from more than one thread")
+        events = sorted(((c, name) for t, c, name in raw if t in loop_threads), key=lambda ce: ce[0])
+        inside, pairs = False, 0
+        for _, name in events:
             if name == self.CALL_MARK:
-                calls.append((e.start_ns(), e.start_ns() + e.duration_ns()))
-            elif name.startswith("aten::"):
-                ops.append((e.start_ns(), name))
-        if not calls and self._marks:
-            raise RuntimeError(f"none of the {self._marks} marks of the candidate's calls was recorded")
-        calls.sort()
-        starts = [c[0] for c in calls]
-        out = set()
-        for start, name in ops:
-            k = bisect.bisect_right(starts, start) - 1
-            if k >= 0 and start <= calls[k][1]:
+                if inside:
+                    raise RuntimeError("a call's mark opened inside another's (a mark the candidate entered)")
+                inside = True
+            elif name == self.END_MARK:
+                if not inside:
+                    raise RuntimeError("a call's end mark outside any call (a mark the candidate entered)")
+                inside, pairs = False, pairs + 1
+            elif inside and name.startswith("aten::"):
                 out.add(name)
+        if inside:
+            raise RuntimeError("the last call's mark has no end mark")
+        if pairs != self._marks:
+            raise RuntimeError(f"{pairs} marked calls recorded for the {self._marks} the loop made")
+        self.marks_found = pairs
         return out
 
+    @contextlib.contextmanager
+    def _marked_call(self):
+        with self._record_function(self.CALL_MARK):
+            yield
+        with self._record_function(self.END_MARK):
+            pass
+
     def call_scope(self):
-        """Around one call of the timed loop: a mark in the loop's session, or (the dispatch-mode
-        recorder, or no session) a recording of its own."""
+        """Around one call of the timed loop: a pair of marks in the loop's session (the call's, and
+        an empty one right after it), or (the dispatch-mode recorder, or no session) a recording of
+        its own."""
         if self._session is not None:
-            import torch.autograd.profiler as autograd_profiler
             self._marks += 1
-            return autograd_profiler.record_function(self.CALL_MARK)
+            return self._marked_call()
         return self.recording()
 
     def self_test(self, device):
@@ -827,6 +875,7 @@ class Worker:
         patched = sorted(name for name, (owner, attr, fn0) in self._captured.items() if getattr(owner, attr, None) is not fn0)
         harness = harness_code_changes(self._harness_code, harness_code_snapshot(torch, type(self)))
         return {"ev": "timed", "times_ms": times, "launches": counts[warmup:], "patched": patched, "aten": timed_ops,
+                "marks": self.recorder.marks_found, "mark_problem": self.recorder.mark_problem,
                 "patched_harness": harness, "hooks": list(self.hooks_seen), "pad_us": pad_us,
                 "threads": threading.active_count(), "compiles": compiled[0]}
 

@@ -78,13 +78,22 @@ class Trusted(unittest.TestCase):
         # The deep one leaves the public names alone and rebinds the worker's own timers: seen there.
         self.assertIn("patched timer (worker._perf_counter", seen["slow_clock_deep.py"][1])
         # A thread started with _thread (nothing in `threading` counts it), computing between the calls:
-        # counted by the judge from /proc at the end of each timed call.
-        self.assertIn("a thread of the candidate ran beside its timed calls", seen["work_beside_the_loop.py"][1])
+        # counted by the judge from /proc at the end of each timed call, and its ops recorded (the
+        # recorder records every thread) wherever one ran during a verification call.
+        self.assertRegex(seen["work_beside_the_loop.py"][1],
+                         r"a thread of the candidate ran beside its timed calls|torch compute op aten::(mm|matmul)")
+        # PyTorch's product in a thread started and joined inside each call: its ops are recorded too.
+        self.assertRegex(seen["torch_in_a_thread.py"][1], r"torch compute op aten::(mm|matmul) in the candidate's call")
+        # An end mark and a call mark of its own around PyTorch's product in each timed call.
+        self.assertIn("the op recorder's marks of the timed loop's calls do not pair up", seen["forged_end_mark.py"][1])
         # A helper process that the last timed call ends: seen at the end of an earlier one.
         self.assertIn("process(es) of the candidate ran beside its timed calls", seen["process_beside_the_loop.py"][1])
         # A profile hook that computes in the loop's own thread once the stamp has landed.
-        self.assertIn("a hook of the candidate runs its code in the timed loop", seen["hook_in_the_loop.py"][1])
-        self.assertIn("sys.setprofile", seen["hook_in_the_loop.py"][1])
+        # (Or its PyTorch ops, where the recorder of a verification call, which records every thread,
+        # was still on when the hook ran.)
+        if "torch compute op" not in seen["hook_in_the_loop.py"][1]:
+            self.assertIn("a hook of the candidate runs its code in the timed loop", seen["hook_in_the_loop.py"][1])
+            self.assertIn("sys.setprofile", seen["hook_in_the_loop.py"][1])
         # An audit hook (which cannot be listed or removed) computing on the loop's own audited events:
         # refused when it is added, and the try is the evidence.
         self.assertIn("sys.addaudithook (hooks refused)", seen["audit_in_the_loop.py"][1])
@@ -814,6 +823,92 @@ class Census(unittest.TestCase):
             self.assertEqual(judge.thread_count(os.getpid()), before + 1)
         finally:
             stop.set()
+
+
+class RecorderMarks(unittest.TestCase):
+    """The op recorder's session around a timed loop: an op is the call's when it started between the
+    call's mark and the end mark entered after it, by the profiler's own numbering (correlation ids),
+    whatever its timestamp says; and marks a candidate enters itself do not go unnoticed."""
+
+    def run_loop(self, call, n=3, between=None):
+        import torch
+        import worker
+        rec = worker.OpRecorder("profiler")
+        a = torch.ones(8)
+        with rec.loop_session():
+            for _ in range(n):
+                (between or (lambda: a * 3))()  # the loop's own work: a compute op between the calls
+                with rec.call_scope():
+                    call(a)
+        return rec
+
+    def test_only_the_ops_between_a_call_and_its_end_mark_are_the_calls(self):
+        rec = self.run_loop(lambda a: a.clone())
+        self.assertIsNone(rec.mark_problem)
+        self.assertEqual(rec.marks_found, 3)
+        self.assertIn("aten::clone", rec.ops)
+        self.assertNotIn("aten::mul", rec.ops)
+        self.assertEqual(rec.forbidden(), [])
+        rec = self.run_loop(lambda a: a + 1)
+        self.assertIn("aten::add", rec.forbidden())
+
+    def test_the_order_decides_not_the_clock(self):
+        # Every event of the session starts at the same instant, as a skewed clock could make them: the
+        # loop's own op between the calls still belongs to no call.
+        import torch.autograd.profiler as autograd_profiler
+        real = autograd_profiler.profile.__exit__
+
+        def exit_then_flatten(prof, *exc):
+            out = real(prof, *exc)
+            events = list(prof.kineto_results.events())
+
+            class Same:
+                def __init__(self, e):
+                    self.e = e
+
+                def __getattr__(self, k):
+                    return getattr(self.e, k)
+
+                def start_ns(self):
+                    return events[0].start_ns()
+
+            flat = [Same(e) for e in events]
+            prof.kineto_results = type("R", (), {"events": lambda self: flat})()
+            return out
+
+        autograd_profiler.profile.__exit__ = exit_then_flatten
+        try:
+            rec = self.run_loop(lambda a: a.clone())
+        finally:
+            autograd_profiler.profile.__exit__ = real
+        self.assertEqual(rec.marks_found, 3)
+        self.assertNotIn("aten::mul", rec.ops)
+
+    def test_an_end_mark_entered_inside_the_call_breaks_the_pairs(self):
+        import torch.autograd.profiler as autograd_profiler
+        import worker
+
+        def forged(a):
+            with autograd_profiler.record_function(worker.OpRecorder.END_MARK):
+                pass
+            a + 1
+
+        rec = self.run_loop(forged)
+        self.assertIn("outside any call", rec.mark_problem or "")
+
+    def test_a_forged_pair_of_marks_is_counted(self):
+        import torch.autograd.profiler as autograd_profiler
+        import worker
+
+        def forged(a):
+            with autograd_profiler.record_function(worker.OpRecorder.END_MARK):
+                pass
+            a + 1
+            with autograd_profiler.record_function(worker.OpRecorder.CALL_MARK):
+                pass
+
+        rec = self.run_loop(forged)
+        self.assertIn("6 marked calls recorded for the 3", rec.mark_problem or "")
 
 
 if __name__ == "__main__":
