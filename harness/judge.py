@@ -421,6 +421,8 @@ class Worker:
         msg = self.recv(timeout) if windows is None else self.recv_watching(timeout, *windows)
         trace(self.name, "<-", msg.get("ev"), f"{time.monotonic() - t0:.3f} s")
         if msg.get("ev") == "error":
+            if msg.get("integrity"):  # what it tried on its way to the error (a refused fork)
+                raise IntegrityError(str(msg["integrity"])[:4000])
             kind = msg.get("kind", "candidate_error")
             raise core.CandidateError(str(msg.get("error", "candidate error"))[:4000],
                                       str(msg.get("traceback", ""))[-core.TAIL_CHARS:], kind == "poisoned")
@@ -1307,6 +1309,8 @@ class Judge:
                 waited_to = run_queue_wait_ms(w.pid)
                 break
             elif ev == "error":
+                if msg.get("integrity"):
+                    raise IntegrityError(str(msg["integrity"])[:4000])
                 raise core.CandidateError(str(msg.get("error", "candidate error"))[:4000],
                                           str(msg.get("traceback", ""))[-core.TAIL_CHARS:],
                                           msg.get("kind") == "poisoned")
@@ -1370,6 +1374,8 @@ class Judge:
         if msg.get("hooks"):
             raise IntegrityError(f"a hook of the candidate runs its code in the timed loop between the calls "
                                  f"({', '.join(str(h) for h in msg['hooks'][:6])} changed during the timed calls)")
+        if msg.get("forks"):
+            raise IntegrityError(str(msg["forks"]))
         if msg.get("mark_problem"):
             raise IntegrityError(f"the op recorder's marks of the timed loop's calls do not pair up: {msg['mark_problem']}")
         if msg.get("marks") is not None and int(msg["marks"]) != warmup + repeat:

@@ -84,10 +84,14 @@ class Trusted(unittest.TestCase):
                          r"a thread of the candidate ran beside its timed calls|torch compute op aten::(mm|matmul)")
         # PyTorch's product in a thread started and joined inside each call: its ops are recorded too.
         self.assertRegex(seen["torch_in_a_thread.py"][1], r"torch compute op aten::(mm|matmul) in the candidate's call")
+        # PyTorch's product in a child forked inside each call: no fork once the candidate is loaded.
+        self.assertIn("the candidate tried to fork its process (os.fork: refused", seen["fork_in_the_call.py"][1])
         # An end mark and a call mark of its own around PyTorch's product in each timed call.
         self.assertIn("the op recorder's marks of the timed loop's calls do not pair up", seen["forged_end_mark.py"][1])
         # A helper process that the last timed call ends: seen at the end of an earlier one.
-        self.assertIn("process(es) of the candidate ran beside its timed calls", seen["process_beside_the_loop.py"][1])
+        # (Its fork is now refused first: no fork once the candidate is loaded.)
+        self.assertRegex(seen["process_beside_the_loop.py"][1],
+                         r"process\(es\) of the candidate ran beside its timed calls|the candidate tried to fork its process")
         # A profile hook that computes in the loop's own thread once the stamp has landed.
         # (Or its PyTorch ops, where the recorder of a verification call, which records every thread,
         # was still on when the hook ran.)

@@ -3,7 +3,6 @@ session, and a double-forked daemon) that could go on working, watching or signa
 # cheat: process
 # expect: integrity
 """
-import os
 import subprocess
 import sys
 import torch
@@ -50,14 +49,9 @@ def _matvec(A, B):
 def _leave_something_behind():
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"], start_new_session=True,
                              stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    pid = os.fork()
-    if pid == 0:
-        if os.fork() == 0:
-            os.setsid()
-            import time
-            time.sleep(600)
-        os._exit(0)
-    os.waitpid(pid, 0)
+    # The daemon double-forked by a shell: the candidate's own process may fork nothing once it is
+    # loaded (os.fork is refused), but a program it starts with exec can.
+    subprocess.run(["/bin/sh", "-c", "(setsid sleep 600 </dev/null >/dev/null 2>&1 &)"], check=False)
     _started.append(child)
 
 
