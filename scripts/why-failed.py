@@ -17,8 +17,9 @@ def sections(text):
 
 
 def failure_lines(output):
-    """The lines of a gtest failure: 'file:line: Failure' and what follows it, up to the next test
-    marker; or, for a test that died, its last lines."""
+    """The lines of a gtest failure ('file:line: Failure' and what follows it, up to the next test
+    marker) or of a Python unittest one ('FAIL:'/'ERROR:' and the exception's own lines); or, for a
+    test that died, its last lines."""
     lines = output.splitlines()
     picked = []
     for i, line in enumerate(lines):
@@ -27,6 +28,11 @@ def failure_lines(output):
                 if extra.startswith("[ "):
                     break
                 picked.append(extra)
+        elif line.startswith(("FAIL: ", "ERROR: ")):
+            picked.append(line)
+        elif re.match(r"^\w+(Error|Exception)\b", line) or line.startswith('  File "') and i + 1 < len(lines) \
+                and re.match(r"^\w+(Error|Exception)\b", lines[i + 2] if i + 2 < len(lines) else ""):
+            picked += lines[i:i + 2] if line.startswith('  File "') else lines[i:i + 3]
     return picked or lines[-6:]
 
 
