@@ -829,6 +829,18 @@ class Census(unittest.TestCase):
             stop.set()
 
 
+class TableLooks(unittest.TestCase):
+    def test_a_kernel_registered_for_all_but_the_last_call_is_seen_but_one_time_in_a_thousand(self):
+        import worker
+        for n in (2, 3, 5, 10, 20, 60, 100):
+            p = worker.table_look_rate(n)
+            self.assertGreaterEqual(p, 0.25)
+            self.assertLessEqual(p, 1.0)
+            self.assertLessEqual((1 - p) ** (n - 1), 0.001 + 1e-12, n)
+        self.assertEqual(worker.table_look_rate(1), 1.0)
+        self.assertEqual(worker.table_look_rate(100), 0.25)  # a GPU's long loop: no more looks than before
+
+
 class RecorderMarks(unittest.TestCase):
     """The op recorder's session around a timed loop: an op is the call's when it started between the
     call's mark and the end mark entered after it, by the profiler's own numbering (correlation ids),
