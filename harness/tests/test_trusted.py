@@ -86,6 +86,8 @@ class Trusted(unittest.TestCase):
         self.assertRegex(seen["torch_in_a_thread.py"][1], r"torch compute op aten::(mm|matmul) in the candidate's call")
         # PyTorch's product in a child forked inside each call: no fork once the candidate is loaded.
         self.assertIn("the candidate tried to fork its process (os.fork: refused", seen["fork_in_the_call.py"][1])
+        # The recorder's own method rebound so that a timed call has no ops.
+        self.assertIn("patched harness code (worker.OpRecorder._marked_ops", seen["patched_recorder.py"][1])
         # An end mark and a call mark of its own around PyTorch's product in each timed call.
         self.assertIn("the op recorder's marks of the timed loop's calls do not pair up", seen["forged_end_mark.py"][1])
         # A helper process that the last timed call ends: seen at the end of an earlier one.
