@@ -56,6 +56,15 @@ class IntegrityError(Exception):
     """A candidate tried to fake its correctness or its time (failure cause `integrity`)."""
 
 
+def error_of(msg):
+    """The exception a worker's error reply stands for: integrity where it says what the candidate
+    tried on its way to the error (a refused fork), else the candidate's own error."""
+    if msg.get("integrity"):
+        return IntegrityError(str(msg["integrity"])[:4000])
+    return core.CandidateError(str(msg.get("error", "candidate error"))[:4000],
+                               str(msg.get("traceback", ""))[-core.TAIL_CHARS:], msg.get("kind") == "poisoned")
+
+
 class WorkerGone(Exception):
     def __init__(self, message, kind="crash"):
         super().__init__(message)
@@ -421,11 +430,7 @@ class Worker:
         msg = self.recv(timeout) if windows is None else self.recv_watching(timeout, *windows)
         trace(self.name, "<-", msg.get("ev"), f"{time.monotonic() - t0:.3f} s")
         if msg.get("ev") == "error":
-            if msg.get("integrity"):  # what it tried on its way to the error (a refused fork)
-                raise IntegrityError(str(msg["integrity"])[:4000])
-            kind = msg.get("kind", "candidate_error")
-            raise core.CandidateError(str(msg.get("error", "candidate error"))[:4000],
-                                      str(msg.get("traceback", ""))[-core.TAIL_CHARS:], kind == "poisoned")
+            raise error_of(msg)
         return msg
 
     # -- lifecycle --------------------------------------------------------------------------------
@@ -1309,11 +1314,7 @@ class Judge:
                 waited_to = run_queue_wait_ms(w.pid)
                 break
             elif ev == "error":
-                if msg.get("integrity"):
-                    raise IntegrityError(str(msg["integrity"])[:4000])
-                raise core.CandidateError(str(msg.get("error", "candidate error"))[:4000],
-                                          str(msg.get("traceback", ""))[-core.TAIL_CHARS:],
-                                          msg.get("kind") == "poisoned")
+                raise error_of(msg)
             else:
                 raise WorkerGone("the candidate process broke the protocol", "integrity")
         times = [float(x) for x in msg.get("times_ms", [])]

@@ -1016,7 +1016,7 @@ def serve(fd, scratch):
             tb = traceback.format_exc()
             reply = {"ev": "error", "kind": "poisoned" if core.is_poisoning(tb) else "harness_error",
                      "error": f"{type(exc).__name__}: {exc}", "traceback": tb[-core.TAIL_CHARS:]}
-        if reply.get("ev") == "error" and fork_evidence():
+        if reply.get("ev") == "error":
             reply["integrity"] = fork_evidence()
         with contextlib.suppress(Exception):
             sys.stdout.flush()
