@@ -21,6 +21,11 @@ import tokenize
 
 TAIL_CHARS = 4000
 
+# The warm-up calls at the end of a timed loop's warm-up that run under the op recorder and the hook
+# comparison; the earlier ones run unwatched (worker.Worker.op_time). The judge expects this many
+# marked warm-up calls, and the worker's reply does not say it: the reply is the candidate's to forge.
+WATCHED_WARMUPS = 3
+
 # --------------------------------------------------------------------------------------------------
 # Static ban check (SPEC 3.1): run on the source with comments and docstrings removed, so that a
 # candidate that merely *mentions* torch.matmul in an explanation is not rejected.

@@ -1379,9 +1379,10 @@ class Judge:
             raise IntegrityError(str(msg["forks"]))
         if msg.get("mark_problem"):
             raise IntegrityError(f"the op recorder's marks of the timed loop's calls do not pair up: {msg['mark_problem']}")
-        if msg.get("marks") is not None and int(msg["marks"]) != warmup + repeat:
-            raise IntegrityError(f"the op recorder held {int(msg['marks'])} marked calls of the {warmup + repeat} "
-                                 "the timed loop made")
+        marked = min(warmup, core.WATCHED_WARMUPS) + repeat  # the watched warm-up calls and the timed ones
+        if msg.get("marks") is not None and int(msg["marks"]) != marked:
+            raise IntegrityError(f"the op recorder held {int(msg['marks'])} marked calls of the {marked} "
+                                 "the timed loop made under it")
         if msg.get("aten"):
             raise IntegrityError(f"torch compute op {msg['aten'][0]} in the candidate's call (a call of the timed loop); "
                                  f"all: {', '.join(str(op) for op in msg['aten'][:8])}")

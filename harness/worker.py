@@ -143,7 +143,11 @@ class OpRecorder:
         self.marks_found = None  # of those, the pairs of marks the last loop_session's recording held
         self.mark_problem = None  # why its marks did not pair up (a mark the candidate entered itself)
         import torch.autograd.profiler as autograd_profiler
-        self._record_function = autograd_profiler.record_function  # before any candidate code
+        # The marks' context manager, bound before any candidate code: PyTorch's C++ one where it has
+        # it (about 1 us a mark against 10 us for record_function, whose exit goes through torch.ops
+        # and pytree in Python; the profiler records both alike, name and number).
+        self._record_function = getattr(getattr(core.torch_module()._C, "_profiler", None), "_RecordFunctionFast",
+                                        None) or autograd_profiler.record_function
 
     @staticmethod
     def _profiler():
@@ -776,7 +780,7 @@ class Worker:
         for view, old in saved:
             view.copy_(old)
 
-    def loop(self, fn, n, stamps, keep, set_of=None, pad_us=0.0, issue=None, flush=True, watch=False):
+    def loop(self, fn, n, stamps, keep, set_of=None, pad_us=0.0, issue=None, flush=True, watch=False, hooks=True):
         """n calls of fn; before each, its stamp and (with `flush`) an L2 flush; after each, the device is
         synchronised (work on another stream counts) and the judge says whether to keep the output.
         Returns the per-call times in ms, read with the timers bound at start-up.
@@ -786,7 +790,8 @@ class Worker:
         device's, not the host's launch gaps (a call of three launches read 2-10 % high without it
         on the H200). `issue`, a list, receives the host time to issue each call (µs). With `watch`, each
         call is marked for the op recorder (recorder.call_scope, outside the timed span), and the ops
-        inside the marks join self.recorder.ops when op_time's recorder.loop_session ends."""
+        inside the marks join self.recorder.ops when op_time's recorder.loop_session ends. Without
+        `hooks`, the hooks are not compared after each call (the warm-up calls before the watched ones)."""
         times = []
         nsets = len(self.sets)
         cycles = int(pad_us * self.sleep_cycles_per_us) if self.gpu else 0
@@ -823,7 +828,7 @@ class Worker:
             if saved and self.pristine is None:
                 self.unstamp(saved)
             saved = None
-            if self._hooks is not None and not self.hooks_seen:
+            if hooks and self._hooks is not None and not self.hooks_seen:
                 # After the call, before the next stamp: a hook that would compute once the stamp has
                 # landed is installed now (one that removed itself here is gone for that stamp).
                 # The dispatch tables after a call at random, at a rate drawn from the loop's length
@@ -893,13 +898,23 @@ class Worker:
         with core.working_directory(where), torch.no_grad():
             try:
                 self.recorder.ops.clear()
+                # Warm-up calls are neither checked nor timed: no stamp (the judge sends none) and no
+                # flush, as do_bench warms up. All but the last core.WATCHED_WARMUPS run unwatched (no op
+                # recorder, no hook comparison): what a candidate computes there, PyTorch or not, cannot
+                # serve a timed call, whose stamp does not exist yet (each comes with the judge's answer
+                # to the call before it), and a hook it leaves in place is seen at the timed calls.
+                # The recorder and the hooks cost per call (host time while the device waits), and a
+                # run's default is 25 warm-up calls.
+                watched = min(warmup, core.WATCHED_WARMUPS)
+                self.loop(counted, warmup - watched, warm_stamps[:warmup - watched], keep=None, flush=False,
+                          hooks=False)
                 with self.recorder.loop_session():
                     issue = []
-                    # Warm-up calls are neither checked nor timed: no stamp (the judge sends none) and no
-                    # flush, as do_bench warms up.
-                    # Under the op recorder, as the timed calls below: the device sleep is sized from these
-                    # calls' issue times, which the recorder's per-op work lengthens.
-                    self.loop(counted, warmup, warm_stamps, keep=None, issue=issue, flush=False, watch=True)
+                    # The last warm-up calls under the op recorder, as the timed calls below: the device
+                    # sleep is sized from these calls' issue times, which the recorder's per-op work
+                    # lengthens.
+                    self.loop(counted, watched, warm_stamps[warmup - watched:], keep=None, issue=issue, flush=False,
+                              watch=True)
                     pad_us = 0.0
                     if self.gpu and not calibrate:
                         # The warm-up calls' issue times (the first one compiles, so it is left out),

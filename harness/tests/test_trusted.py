@@ -24,7 +24,7 @@ def expectation(path):
     return m.group(1) if m else "any"
 
 
-def evaluate(server, code, warmup=2, repeat=8):
+def evaluate(server, code, warmup=5, repeat=8):
     """(verdict, reply): verdict is verified, banned, mismatch, integrity, error; as the runtime would
     see it."""
     v = server.request(op="verify", code=code)
@@ -108,6 +108,9 @@ class Trusted(unittest.TestCase):
         self.assertIn("output of a timed call differs from the reference for its inputs", seen["future_stamps.py"][1])
         # PyTorch's product only in the timed calls: they run under the op recorder too.
         self.assertRegex(seen["unwatched_torch.py"][1], r"torch compute op aten::(mm|matmul) in the candidate's call \(a call of the timed loop\)")
+        # PyTorch's product in the warm-up calls that run unwatched, returned by every later call: what a
+        # warm-up computes cannot serve a timed call, whose inputs are stamped afresh.
+        self.assertIn("output of a timed call differs from the reference for its inputs", seen["torch_in_the_warmup.py"][1])
         # Its answers computed in the loop's stamping (a rebound torch.Tensor.copy_), outside the calls.
         self.assertIn("patched harness code (torch.Tensor.copy_", seen["work_in_the_stamp.py"][1])
         self.assertRegex(seen["torch_op_obfuscated.py"][1], r"torch compute op aten::(mm|matmul)")

@@ -77,7 +77,7 @@ strategy_config:
   num_bottlenecks: {}
 platform: cpu
 target_platform: cpu
-benchmark_warmup: 2
+benchmark_warmup: 5
 benchmark_repeat: 8
 max_refine_attempts: 0
 compile_reference: false
@@ -369,7 +369,7 @@ strategy_config:
   max_no_improvement: 5
 platform: cpu
 target_platform: cpu
-benchmark_warmup: 2
+benchmark_warmup: 5
 benchmark_repeat: 8
 max_refine_attempts: 0
 candidate_timeout_s: 20
