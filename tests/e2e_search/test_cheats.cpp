@@ -68,13 +68,24 @@ fs::path kernel_dir_with(const scratch& s, const std::vector<std::string>& kerne
   return dir;
 }
 
+/// One candidate per kernel in one round: `candidates` directions of one sample each, or, beyond the
+/// 32 directions a config may ask for, fewer directions of several samples (as many replies in all).
+std::pair<int, int> fanout(int candidates) {
+  for (int samples = 1; samples <= 32; ++samples)
+    if (candidates % samples == 0 && candidates / samples <= 32) return {candidates / samples, samples};
+  ADD_FAILURE() << candidates << " kernels: no split into at most 32 directions of equal samples; add a kernel";
+  return {32, 1};
+}
+
 std::string config(int candidates, const std::string& extra = "") {
+  const auto [directions, samples] = fanout(candidates);
   return fmt::format(R"(strategy: beam_search
 num_workers: 2
 max_rounds: 1
 strategy_config:
   num_top_kernels: 1
   num_bottlenecks: {}
+  samples_per_prompt: {}
 platform: cpu
 target_platform: cpu
 benchmark_warmup: 5
@@ -84,7 +95,7 @@ compile_reference: false
 llm:
   provider: replay
 {})",
-                     candidates, extra);
+                     directions, samples, extra);
 }
 
 struct run_outcome {

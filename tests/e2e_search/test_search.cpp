@@ -196,7 +196,7 @@ TEST(Search, BeamSearchFindsTheFastestCorrectKernelWithDedupAndDistinctDirection
   auto o = run_to_end(s, {"--strategy", "cpu", "--kernel-dir", kRmsnorm});
   ASSERT_TRUE(o.summary["success"].get<bool>()) << o.summary.dump(2);
   // The truly fastest correct kernel of the tree, written out.
-  EXPECT_EQ(best_variant(o), "rms-v3") << o.summary.dump(2);
+  EXPECT_EQ(best_variant(o), "rms-v3") << how_each_ended(o) << o.summary.dump(2);
   const auto& best = o.programs.at(o.summary["best_program_id"].get<std::string>());
   EXPECT_EQ(slurp(o.run_dir / "output/best_kernel.py"), best.code);
   EXPECT_TRUE(fs::exists(o.run_dir / "report.html"));
