@@ -26,6 +26,29 @@ TAIL_CHARS = 4000
 # marked warm-up calls, and the worker's reply does not say it: the reply is the candidate's to forge.
 WATCHED_WARMUPS = 3
 
+# Ops a kernel wrapper may dispatch while it runs: allocation, views, copies, fills and scalar reads.
+# Anything else is PyTorch doing the computation (SPEC 3.1 forbids it; the ban regex is the cheap
+# first filter, this is the second). The judge applies it to every op the worker's recorder saw.
+ALLOWED_ATEN = frozenset("""
+empty empty_like empty_strided new_empty new_empty_strided zeros zeros_like ones ones_like full full_like
+new_zeros new_ones new_full fill fill_ zero zero_ copy copy_ clone _to_copy to contiguous detach detach_
+alias lift_fresh lift_fresh_copy view _unsafe_view reshape _reshape_alias as_strided t transpose permute
+expand expand_as squeeze unsqueeze select slice narrow split split_with_sizes chunk unbind flatten unflatten
+view_as view_as_real view_as_complex _local_scalar_dense resize_ set_ is_same_size arange resolve_conj resolve_neg
+is_nonzero item numpy sym_size sym_stride sym_numel sym_storage_offset stride size dim _has_compatible_shallow_copy_type
+""".split())
+
+
+def aten_base(name):
+    """'aten::empty.memory_format' -> 'empty'."""
+    n = name.split("::", 1)[-1]
+    return n.split(".", 1)[0]
+
+
+def forbidden_ops(ops):
+    """The ops of `ops` (names as the recorder gives them) that are PyTorch computing, sorted."""
+    return sorted(str(op) for op in ops if aten_base(str(op)) not in ALLOWED_ATEN)
+
 # --------------------------------------------------------------------------------------------------
 # Static ban check (SPEC 3.1): run on the source with comments and docstrings removed, so that a
 # candidate that merely *mentions* torch.matmul in an explanation is not rejected.

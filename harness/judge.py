@@ -1109,8 +1109,11 @@ class Judge:
         """Rejects on what the worker itself reports (forgeable, so only ever a reason to reject)."""
         if call.get("integrity"):
             raise IntegrityError(call["integrity"])
-        if call.get("aten"):
-            raise IntegrityError(f"torch compute op {call['aten'][0]} in the candidate's call ({where}); "
+        # The worker reports every op its recorder saw; what is forbidden is decided here, with this
+        # process's list (allowlist_rebound.py widened the worker's own).
+        computing = core.forbidden_ops(call.get("aten") if isinstance(call.get("aten"), list) else [])
+        if computing:
+            raise IntegrityError(f"torch compute op {computing[0]} in the candidate's call ({where}); "
                                  "only allocation, views, copies and fills may run in PyTorch")
         if int(call.get("launches", 0)) < 1:
             raise IntegrityError(f"no Triton kernel launched in the candidate's call ({where})")
@@ -1146,6 +1149,9 @@ class Judge:
                     timings["shared_launchers"] = {"built": self.launchers.built, "failed": self.launchers.failed,
                                                    "building": len(self.launchers.pending)}
             self.evidence(call, "verification")
+            if msg.get("patched_harness"):
+                raise IntegrityError(f"patched harness code ({', '.join(str(x) for x in msg['patched_harness'][:8])} "
+                                     "changed during the candidate's verification call)")
             if call.get("error"):
                 error = call["error"]
                 break
@@ -1383,9 +1389,10 @@ class Judge:
         if msg.get("marks") is not None and int(msg["marks"]) != marked:
             raise IntegrityError(f"the op recorder held {int(msg['marks'])} marked calls of the {marked} "
                                  "the timed loop made under it")
-        if msg.get("aten"):
-            raise IntegrityError(f"torch compute op {msg['aten'][0]} in the candidate's call (a call of the timed loop); "
-                                 f"all: {', '.join(str(op) for op in msg['aten'][:8])}")
+        computing = core.forbidden_ops(msg.get("aten") if isinstance(msg.get("aten"), list) else [])
+        if computing:
+            raise IntegrityError(f"torch compute op {computing[0]} in the candidate's call (a call of the timed loop); "
+                                 f"all: {', '.join(computing[:8])}")
         launches = [int(x) for x in msg.get("launches", [])]
         if launches and min(launches) < 1:
             raise IntegrityError("no Triton kernel launched in a timed call (a cached or precomputed result?)")

@@ -25,6 +25,7 @@ import os
 import sys
 import threading
 import time
+import types
 
 # Timers are bound before any candidate code exists; a candidate that later replaces
 # time.perf_counter or torch.cuda.Event.elapsed_time does not change what is read here (and is seen).
@@ -97,23 +98,13 @@ HARNESS = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HARNESS)
 import harness_core as core  # noqa: E402
 
-# Ops a kernel wrapper may dispatch while it runs: allocation, views, copies, fills and scalar reads.
-# Anything else is PyTorch doing the computation (SPEC 3.1 forbids it; the ban regex is the cheap
-# first filter, this is the second).
-ALLOWED_ATEN = frozenset("""
-empty empty_like empty_strided new_empty new_empty_strided zeros zeros_like ones ones_like full full_like
-new_zeros new_ones new_full fill fill_ zero zero_ copy copy_ clone _to_copy to contiguous detach detach_
-alias lift_fresh lift_fresh_copy view _unsafe_view reshape _reshape_alias as_strided t transpose permute
-expand expand_as squeeze unsqueeze select slice narrow split split_with_sizes chunk unbind flatten unflatten
-view_as view_as_real view_as_complex _local_scalar_dense resize_ set_ is_same_size arange resolve_conj resolve_neg
-is_nonzero item numpy sym_size sym_stride sym_numel sym_storage_offset stride size dim _has_compatible_shallow_copy_type
-""".split())
-
-
-def aten_base(name):
-    """'aten::empty.memory_format' -> 'empty'."""
-    n = name.split("::", 1)[-1]
-    return n.split(".", 1)[0]
+# The ops a kernel wrapper may dispatch (harness_core.ALLOWED_ATEN) are decided in the judge: the
+# worker reports every op its recorder saw. A candidate that widened the worker's own list (a module
+# global, found through its caller's frames) had PyTorch's product pass as allowed
+# (tests/cheats/matvec/allowlist_rebound.py: verified at 1.39 ms against the honest 26.7 ms on the cpu
+# platform); the judge's list is in another process.
+ALLOWED_ATEN = core.ALLOWED_ATEN
+aten_base = core.aten_base
 
 
 class OpRecorder:
@@ -303,7 +294,11 @@ class OpRecorder:
         return seen
 
     def forbidden(self):
-        return sorted(op for op in self.ops if aten_base(op) not in ALLOWED_ATEN)
+        return core.forbidden_ops(self.ops)
+
+    def seen(self):
+        """Every op recorded, for the judge to decide which are forbidden."""
+        return sorted(self.ops)
 
 
 class Progress:
@@ -460,16 +455,55 @@ LOOP_TENSOR_METHODS = ("copy_", "zero_", "clone", "view", "__getitem__", "__seti
 
 def harness_code_snapshot(torch, worker_class):
     """What the timed loop calls outside the candidate's call, as it is now: the tensor methods it uses
-    (as torch.Tensor resolves them), and the functions of this module, of the Worker and OpRecorder classes and of
-    harness_core. Taken before any candidate code runs; a candidate that rebinds one of them (e.g.
-    torch.Tensor.copy_, to compute the next answer while the loop stamps its inputs, where nothing
-    times or records it) shows as a change (harness_code_changes). Not every tensor method: torch
-    rebinds some of its own lazily (torch.Tensor.new_empty changed in an honest run)."""
+    (as torch.Tensor resolves them), and every name of this module, of the Worker and OpRecorder
+    classes and of harness_core (functions, and the data the checks read). Taken before any
+    candidate code runs; a candidate that rebinds one of them (e.g. torch.Tensor.copy_, to compute the
+    next answer while the loop stamps its inputs, where nothing times or records it) shows as a change
+    (harness_code_changes), and so does one that gives a function other code, defaults or closure
+    contents while the function object stays the same (held_by), or changes a list, dict or set the
+    checks read (the flag that refuses forks). Not every tensor method: torch rebinds some of its own
+    lazily (torch.Tensor.new_empty changed in an honest run)."""
     spaces = {"worker": sys.modules[__name__], "worker.Worker": worker_class, "harness_core": core,
               "worker.OpRecorder": OpRecorder}  # patched_recorder.py rebound its _marked_ops: 1.75 vs 28.6 ms
-    snap = {name: {k: v for k, v in vars(obj).items() if callable(v)} for name, obj in spaces.items()}
-    snap["torch.Tensor"] = {k: getattr(torch.Tensor, k, None) for k in LOOP_TENSOR_METHODS}
+    snap = {name: {k: held_by(v, contents=f"{name}.{k}" not in CHANGING_DATA) for k, v in vars(obj).items()
+                   if not k.startswith("__")}
+            for name, obj in spaces.items()}
+    snap["torch.Tensor"] = {k: held_by(getattr(torch.Tensor, k, None)) for k in LOOP_TENSOR_METHODS}
     return snap
+
+
+# Module data that changes in an honest run: the evidence of refused forks, the diagnostic profiles
+# taken, the lazily built touch kernel, and the allocation poisoning's state (restored after each
+# call, but it keeps the originals it restored).
+CHANGING_DATA = frozenset(("worker.forks_refused", "worker._PROFILED", "worker._TOUCH", "harness_core._POISON"))
+
+
+def held_by(v, contents=True, depth=0):
+    """What a name holds, as a tuple of objects compared one by one by identity (harness_code_changes):
+    the object itself; for a function (also inside a staticmethod, classmethod or contextmanager) its
+    code, defaults and what its closure cells hold, followed into the functions they hold: a function
+    whose __code__ was replaced keeps its identity (tests/cheats/matvec/swapped_code.py gave
+    OpRecorder.forbidden the code of one that finds nothing: verified at 1.46 ms against the honest
+    26.7 ms on the cpu platform); for a list, dict or set, its elements (`contents`): the flag that
+    refuses forks is a list's element (forks_unforbidden.py set it back to False: verified at 21.1 ms
+    against 26.7 ms)."""
+    out = [v]
+    f = getattr(v, "__func__", v)
+    code = getattr(f, "__code__", None) if isinstance(f, types.FunctionType) else None
+    if code is not None:
+        out += [f, code, f.__defaults__, f.__kwdefaults__]
+        for cell in f.__closure__ or ():
+            try:
+                c = cell.cell_contents
+            except ValueError:  # an empty cell
+                c = None
+            out += held_by(c, contents, depth + 1) if depth < 3 and isinstance(c, types.FunctionType) else (c,)
+    elif contents and isinstance(v, dict):
+        for k, x in v.items():
+            out += [k, x]
+    elif contents and isinstance(v, (list, set, frozenset)):
+        out += list(v)
+    return tuple(out)
 
 
 def hooks_snapshot(tables=True):
@@ -568,9 +602,14 @@ def table_look_rate(n, escape=0.001):
 
 
 def harness_code_changes(before, now):
-    """The names of `before` (harness_code_snapshot) rebound or removed in `now`."""
-    return sorted(f"{space}.{k}" for space, fns in before.items() for k, v in fns.items()
-                  if now.get(space, {}).get(k) is not v)
+    """The names of `before` (harness_code_snapshot) rebound, removed or changed within (held_by) in
+    `now`; a name added since is a change too (a module global the candidate shadowed a builtin with)."""
+    def same(a, b):
+        return b is not None and len(a) == len(b) and all(x is y for x, y in zip(a, b))
+    changed = {f"{space}.{k}" for space, held in before.items() for k, v in held.items()
+               if not same(v, now.get(space, {}).get(k))}
+    changed |= {f"{space}.{k}" for space, held in now.items() for k in held if k not in before.get(space, {})}
+    return sorted(changed)
 
 
 class Worker:
@@ -645,8 +684,11 @@ class Worker:
         torch.empty(1 << 18, dtype=torch.float32).zero_()
         self._sync()
         self.threads_at_start = threading.active_count()
-        self._harness_code = harness_code_snapshot(torch, type(self))
         bind_torch_hooks(torch)
+        # No fork from here on (this process forks nothing; Triton's compiler runs through exec): the flag
+        # is set before the snapshot below, which then holds it set.
+        forbid_forks()
+        self._harness_code = harness_code_snapshot(torch, type(self))  # after the hooks are bound: they are data it holds
         self._hooks = hooks_snapshot()
         self.hooks_seen = []
         return {"ev": "ready", "threads": self.threads_at_start, "input_bytes": self.problem.input_bytes(),
@@ -719,7 +761,7 @@ class Worker:
                 problem = fork_evidence() or problem
                 info = {"set": c["set"], "launches": self.launches.count - before, "wall_s": wall,
                         "compile_s": self.compiles.seconds - compile_before,
-                        "aten": self.recorder.forbidden(), "integrity": problem,
+                        "aten": self.recorder.seen(), "integrity": problem,
                         "out": [{"shape": list(o.shape), "dtype": str(o.dtype).replace("torch.", "")}
                                 for o in outs if torch.is_tensor(o)]}
                 self.recorder.ops.clear()
@@ -734,6 +776,7 @@ class Worker:
                     # From now on every call starts from a pristine copy of its inputs.
                     self.pristine = [[t.clone() if torch.is_tensor(t) else t for t in s] for s in self.sets]
         reply = {"ev": "verified", "calls": calls,
+                 "patched_harness": harness_code_changes(self._harness_code, harness_code_snapshot(torch, type(self))),
                  "launchers": self.shared.take() if self.shared else [],
                  "launcher_hits": self.shared.hits if self.shared else None,
                  "threads": threading.active_count(), "in_place": self.in_place}
@@ -929,7 +972,7 @@ class Worker:
                     # (tests/cheats/matvec/unwatched_torch.py) was verified at 1.64 ms against the honest
                     # 25.8 ms on the cpu platform.
                     times = self.loop(counted, repeat, timed_stamps, keep=keep, pad_us=pad_us, watch=True)
-                timed_ops = self.recorder.forbidden()
+                timed_ops = self.recorder.seen()
                 self.recorder.ops.clear()
             except core.CandidateError:
                 raise

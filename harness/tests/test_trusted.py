@@ -76,7 +76,9 @@ class Trusted(unittest.TestCase):
         # The reasons name what was seen.
         self.assertIn("patched timer", seen["slow_clock.py"][1])
         # The deep one leaves the public names alone and rebinds the worker's own timers: seen there.
-        self.assertIn("patched timer (worker._perf_counter", seen["slow_clock_deep.py"][1])
+        # (Seen by the snapshot of harness code after its verification call, or as a patched timer.)
+        self.assertRegex(seen["slow_clock_deep.py"][1],
+                         r"patched timer \(worker._perf_counter|patched harness code \(worker._perf_counter")
         # A thread started with _thread (nothing in `threading` counts it), computing between the calls:
         # counted by the judge from /proc at the end of each timed call, and its ops recorded (the
         # recorder records every thread) wherever one ran during a verification call.
@@ -111,6 +113,14 @@ class Trusted(unittest.TestCase):
         # PyTorch's product in the warm-up calls that run unwatched, returned by every later call: what a
         # warm-up computes cannot serve a timed call, whose inputs are stamped afresh.
         self.assertIn("output of a timed call differs from the reference for its inputs", seen["torch_in_the_warmup.py"][1])
+        # The worker's list of allowed ops widened: the judge decides with its own list.
+        self.assertRegex(seen["allowlist_rebound.py"][1], r"torch compute op aten::(mm|matmul) in the candidate's call")
+        # The recorder's reporting methods given other code (the function objects stay the same): their
+        # code, defaults and closures are in the snapshot of harness code, compared after every call.
+        self.assertIn("patched harness code (worker.OpRecorder.forbidden, worker.OpRecorder.seen changed",
+                      seen["swapped_code.py"][1])
+        # The flag that refuses forks set back to False: data the snapshot holds too.
+        self.assertIn("patched harness code (worker._forks_forbidden changed", seen["forks_unforbidden.py"][1])
         # Its answers computed in the loop's stamping (a rebound torch.Tensor.copy_), outside the calls.
         self.assertIn("patched harness code (torch.Tensor.copy_", seen["work_in_the_stamp.py"][1])
         self.assertRegex(seen["torch_op_obfuscated.py"][1], r"torch compute op aten::(mm|matmul)")

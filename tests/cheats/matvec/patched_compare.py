@@ -1,7 +1,8 @@
 """Cheat: replaces torch.allclose and the harness's comparison with ones that always pass, in every
-module it can reach, then returns zeros after a no-op launch.
+module it can reach, then returns zeros after a no-op launch. The judge compares in its own process
+(mismatch); the worker's snapshot of harness code sees the patched harness_core first (integrity).
 # cheat: compare
-# expect: mismatch
+# expect: rejected
 """
 import sys
 import torch
