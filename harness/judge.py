@@ -65,6 +65,22 @@ def error_of(msg):
                                str(msg.get("traceback", ""))[-core.TAIL_CHARS:], msg.get("kind") == "poisoned")
 
 
+def computing_ops(reply):
+    """The ops of a worker's reply (its "aten": every op its recorder saw) that are PyTorch computing,
+    decided here with this process's list: a candidate widened the worker's own
+    (tests/cheats/matvec/allowlist_rebound.py)."""
+    ops = reply.get("aten")
+    return core.forbidden_ops(ops if isinstance(ops, list) else [])
+
+
+def check_harness_unpatched(reply, what):
+    """Rejects a reply whose worker found its harness code or data changed since before the candidate
+    (worker.harness_code_changes); `what` says when."""
+    names = reply.get("patched_harness")
+    if names:
+        raise IntegrityError(f"patched harness code ({', '.join(str(x) for x in names[:8])} {what})")
+
+
 class WorkerGone(Exception):
     def __init__(self, message, kind="crash"):
         super().__init__(message)
@@ -1109,9 +1125,7 @@ class Judge:
         """Rejects on what the worker itself reports (forgeable, so only ever a reason to reject)."""
         if call.get("integrity"):
             raise IntegrityError(call["integrity"])
-        # The worker reports every op its recorder saw; what is forbidden is decided here, with this
-        # process's list (allowlist_rebound.py widened the worker's own).
-        computing = core.forbidden_ops(call.get("aten") if isinstance(call.get("aten"), list) else [])
+        computing = computing_ops(call)
         if computing:
             raise IntegrityError(f"torch compute op {computing[0]} in the candidate's call ({where}); "
                                  "only allocation, views, copies and fills may run in PyTorch")
@@ -1149,9 +1163,7 @@ class Judge:
                     timings["shared_launchers"] = {"built": self.launchers.built, "failed": self.launchers.failed,
                                                    "building": len(self.launchers.pending)}
             self.evidence(call, "verification")
-            if msg.get("patched_harness"):
-                raise IntegrityError(f"patched harness code ({', '.join(str(x) for x in msg['patched_harness'][:8])} "
-                                     "changed during the candidate's verification call)")
+            check_harness_unpatched(msg, "changed during the candidate's verification call")
             if call.get("error"):
                 error = call["error"]
                 break
@@ -1375,9 +1387,8 @@ class Judge:
             raise self.leftover_error(left, "timed calls")
         if msg.get("patched"):
             raise IntegrityError(f"patched timer ({', '.join(msg['patched'])} replaced during the candidate's run)")
-        if msg.get("patched_harness"):
-            raise IntegrityError(f"patched harness code ({', '.join(msg['patched_harness'][:8])} replaced during "
-                                 "the candidate's run: code the timed loop runs outside the timed calls)")
+        check_harness_unpatched(msg, "replaced during the candidate's run: code the timed loop runs outside the "
+                                     "timed calls")
         if msg.get("hooks"):
             raise IntegrityError(f"a hook of the candidate runs its code in the timed loop between the calls "
                                  f"({', '.join(str(h) for h in msg['hooks'][:6])} changed during the timed calls)")
@@ -1389,7 +1400,7 @@ class Judge:
         if msg.get("marks") is not None and int(msg["marks"]) != marked:
             raise IntegrityError(f"the op recorder held {int(msg['marks'])} marked calls of the {marked} "
                                  "the timed loop made under it")
-        computing = core.forbidden_ops(msg.get("aten") if isinstance(msg.get("aten"), list) else [])
+        computing = computing_ops(msg)
         if computing:
             raise IntegrityError(f"torch compute op {computing[0]} in the candidate's call (a call of the timed loop); "
                                  f"all: {', '.join(computing[:8])}")

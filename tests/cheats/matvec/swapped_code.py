@@ -1,5 +1,5 @@
 """Cheat: PyTorch computes the product in every call, and the op recorder's methods that report its
-ops (OpRecorder.forbidden, and OpRecorder.seen where the judge decides what is forbidden; the class
+ops (OpRecorder.seen, which reports them to the judge, and OpRecorder.forbidden where it decided; the class
 found through the caller's frames) are given the code of a function that finds nothing: the
 function objects stay the same ones, so a snapshot of the harness's functions by identity does not
 see it.
