@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "platform/search/tune.hpp"
 #include "platform/store/util.hpp"
 
 namespace kagent::search {
@@ -12,8 +13,8 @@ namespace kagent::search {
 namespace {
 
 /// The number n of an id r<round>_c<n>; -1 when it has none.
-int candidate_number(const std::string& id) {
-  auto c = id.rfind("_c");
+int candidate_number(const std::string& id, const char* tag = "_c") {
+  auto c = id.rfind(tag);
   if (c == std::string::npos) return -1;
   try {
     return std::stoi(id.substr(c + 2));
@@ -30,8 +31,11 @@ program_entry entry_of(const store::program_record& p) {
 } // namespace
 
 nlohmann::json plan_to_json(const planned& p) {
-  return {{"id", p.id},           {"parent_id", p.parent.id}, {"round", p.round},
-          {"bottleneck_id", p.direction}, {"sample_idx", p.sample},   {"model", p.model}};
+  nlohmann::json j = {{"id", p.id},           {"parent_id", p.parent.id}, {"round", p.round},
+                      {"bottleneck_id", p.direction}, {"sample_idx", p.sample},   {"model", p.model}};
+  // The variant's constants: its source is the parent's with them set, so --resume rebuilds it.
+  if (p.tuned()) j["tune"] = p.tune;
+  return j;
 }
 
 ledger::ledger(std::unique_ptr<search_strategy> strategy, rules r)
@@ -47,6 +51,33 @@ std::string ledger::combo(const std::string& parent, int direction, const std::s
 void ledger::start(const program_entry& initial) {
   strategy_->initialize(initial);
   if (!initial.code_hash.empty()) verified_hash_.emplace(initial.code_hash, initial.id);
+  tunable_ = {initial};
+}
+
+std::optional<planned> ledger::plan_tune(size_t per_kernel) {
+  auto order = tunable_;
+  std::stable_sort(order.begin(), order.end(), [](const auto& a, const auto& b) { return a.time_ms < b.time_ms; });
+  for (const auto& k : order) {
+    for (const auto& v : tune_variants(k.code, per_kernel)) {
+      if (tuned_.count(k.id + "|" + v.label)) continue;
+      auto code = apply_tune(k.code, v.values);
+      if (!code) continue;
+      planned p;
+      // A variant is its parent's sibling more than its child: under rounds it joins the round that
+      // runs now, under async it keeps its parent's generation (the first for the starting kernel's).
+      p.round = rules_.async ? std::max(1, k.generation) : std::max(1, round_);
+      p.id = fmt::format("r{}_t{}", p.round, next_tune_++);
+      p.parent = k;
+      p.direction = 0;
+      p.tune = v.values;
+      p.tune_label = v.label;
+      p.code = std::move(*code);
+      tuned_.insert(k.id + "|" + v.label);
+      outstanding_[p.id] = p;
+      return p;
+    }
+  }
+  return std::nullopt;
 }
 
 planned ledger::take(const candidate_plan& plan, int round) {
@@ -138,6 +169,8 @@ judgement ledger::record(const finished& f) {
     if (parent_ms > 0 && (f.time_ms - parent_ms) / parent_ms * 100.0 > rules_.divergence_threshold) {
       j.diverged = true;
       diverged_.insert(f.id);
+    } else {
+      tunable_.push_back({f.id, p.parent.id, f.code, f.time_ms, p.round, j.code_hash});
     }
   } else if (!j.failure_cause) {
     j.failure_cause = failure_kind::unknown;
@@ -172,6 +205,7 @@ resume_plan ledger::resume(const std::vector<store::program_record>& programs,
   for (const auto& p : programs) by_id[p.id] = entry_of(p);
   if (!by_id.count("initial")) throw std::runtime_error("resume: program.db has no starting kernel");
   strategy_->initialize(by_id["initial"]);
+  tunable_ = {by_id["initial"]};
 
   int max_round = 0;
   std::vector<const store::program_record*> pending;
@@ -179,10 +213,20 @@ resume_plan ledger::resume(const std::vector<store::program_record>& programs,
     if (p.status == store::program_status::verified && p.code_hash) verified_hash_.emplace(*p.code_hash, p.id);
     if (p.id == "initial") continue;
     next_candidate_ = std::max(next_candidate_, candidate_number(p.id) + 1);
+    next_tune_ = std::max(next_tune_, candidate_number(p.id, "_t") + 1);
     max_round = std::max(max_round, p.round);
-    if (auto s = plans.find(p.id); s != plans.end())
-      expanded_.insert(combo(s->second.value("parent_id", ""), s->second.value("bottleneck_id", 1),
-                             s->second.value("model", ""), s->second.value("sample_idx", 0)));
+    if (auto s = plans.find(p.id); s != plans.end()) {
+      if (s->second.contains("tune")) {
+        const std::string parent = s->second.value("parent_id", "");
+        if (by_id.count(parent))
+          tuned_.insert(parent + "|" + tune_label(by_id[parent].code, s->second["tune"].get<std::map<std::string, int>>()));
+      } else {
+        expanded_.insert(combo(s->second.value("parent_id", ""), s->second.value("bottleneck_id", 1),
+                               s->second.value("model", ""), s->second.value("sample_idx", 0)));
+      }
+    }
+    if (p.status == store::program_status::verified && !diverged_.count(p.id) && is_measured(measured_or_not(p.time_ms)))
+      tunable_.push_back(entry_of(p));
     if (p.status == store::program_status::pending) pending.push_back(&p);
   }
 
@@ -222,6 +266,13 @@ resume_plan ledger::resume(const std::vector<store::program_record>& programs,
     q.direction = j.value("bottleneck_id", 1);
     q.sample = j.value("sample_idx", 0);
     q.model = j.value("model", default_model);
+    if (j.contains("tune")) {
+      q.tune = j["tune"].get<std::map<std::string, int>>();
+      q.tune_label = tune_label(q.parent.code, q.tune);
+      auto code = apply_tune(q.parent.code, q.tune);
+      if (!code) continue;  // cannot happen for a plan made from this parent's code
+      q.code = std::move(*code);
+    }
     outstanding_[q.id] = q;
     out.requeued.push_back(q);
   }
@@ -232,7 +283,7 @@ resume_plan ledger::resume(const std::vector<store::program_record>& programs,
     const int after = next_candidate_;
     int first_orphan = after;
     for (const auto* p : pending)
-      if (!plans.count(p->id)) first_orphan = std::min(first_orphan, candidate_number(p->id));
+      if (!plans.count(p->id) && candidate_number(p->id) >= 0) first_orphan = std::min(first_orphan, candidate_number(p->id));
     next_candidate_ = first_orphan;
     // What this round committed, not what any round did: greedy expands the same best along the same
     // direction again when the round before brought no improvement.

@@ -27,6 +27,12 @@ struct planned {
   int direction = 1;       ///< 1-based bottleneck direction
   std::string model;
   int sample = 0;
+  /// A launch-constant variant of the parent (platform/search/tune.hpp), written by no LLM: the
+  /// constants it sets, its label and its source. Empty for a candidate the LLM writes.
+  std::map<std::string, int> tune;
+  std::string tune_label;
+  std::string code;
+  bool tuned() const { return !tune.empty(); }
 };
 
 /// The committed form of a plan (program.db run_state `spec:<id>`), and back.
@@ -102,6 +108,10 @@ public:
   /// Async schedule: every (parent, direction, model, sample) of the current beam not planned yet,
   /// from parents below generation max_rounds.
   std::vector<planned> plan_more();
+  /// The next launch-constant variant not tried yet (at most `per_kernel` per kernel), of the fastest
+  /// verified kernel that has one left; none when every kernel's sweep is done. Its id is
+  /// r<round>_t<n>; it is outstanding like any planned candidate.
+  std::optional<planned> plan_tune(size_t per_kernel);
   /// Async schedule: nothing is outstanding and plan_more() offers nothing (call after plan_more).
   bool async_done() const { return outstanding_.empty(); }
 
@@ -147,6 +157,9 @@ private:
   int round_ = 0;
   int next_candidate_ = 0;
   std::set<std::string> expanded_;                    ///< parent|direction|model|sample planned so far
+  int next_tune_ = 0;
+  std::set<std::string> tuned_;                       ///< parent|label of every variant planned so far
+  std::vector<program_entry> tunable_;                ///< verified kernels (not diverged), in arrival order
   std::map<std::string, planned> outstanding_;        ///< planned, no result yet
   std::map<std::string, std::string> verified_hash_;  ///< code hash -> the verified program that has it
   std::map<std::string, std::string> claims_;         ///< code hash -> the in-flight candidate that claimed it

@@ -433,3 +433,84 @@ TEST(Ledger, ResumeSaysWhatComesNextAtEachBoundary) {
   }
   EXPECT_THROW(make(beam(2, 2)).resume({}, {}, 0, {}, "m"), std::runtime_error);
 }
+
+// ---- launch-constant sweeps ----------------------------------------------------------------------
+
+namespace {
+program_entry tunable_initial(double ms = 10.0) {
+  return {"initial", "", "BLOCK = 128\nf(x, num_warps=4)\n", ms, 0, "h-initial"};
+}
+finished tuned_ok(const planned& p, double ms) { return {p.id, true, ms, p.code, "h-" + p.id, std::nullopt, ""}; }
+} // namespace
+
+TEST(Ledger, TuneVariantsAreOutstandingAndHoldTheRoundUntilTheyEnd) {
+  auto l = make(beam(2, 1));
+  l.start(tunable_initial());
+  auto r1 = l.plan_round(1);
+  auto t = l.plan_tune(8);
+  ASSERT_TRUE(t);
+  EXPECT_EQ(t->id, "r1_t0");
+  EXPECT_EQ(t->parent.id, "initial");
+  EXPECT_EQ(t->tune_label, "BLOCK 128->64");
+  EXPECT_EQ(t->code, "BLOCK = 64\nf(x, num_warps=4)\n");
+  EXPECT_EQ(plan_to_json(*t)["tune"], nlohmann::json({{"BLOCK", 64}}));
+  l.record(ok(r1[0].id, 9.0, "h0"));
+  EXPECT_FALSE(l.round_done());  // the variant is still out
+  auto j = l.record(tuned_ok(*t, 7.0));
+  EXPECT_TRUE(j.new_best);
+  EXPECT_TRUE(j.fed);
+  EXPECT_TRUE(l.round_done());
+  // A verified variant enters the beam like any kernel, and is itself swept first (it is the fastest).
+  auto closed = l.end_round();
+  ASSERT_TRUE(closed.best);
+  EXPECT_EQ(closed.best->id, "r1_t0");
+  auto next = l.plan_tune(8);
+  ASSERT_TRUE(next);
+  EXPECT_EQ(next->parent.id, "r1_t0");
+  EXPECT_EQ(next->id, "r1_t1");
+}
+
+TEST(Ledger, EachVariantIsTriedOnceAndTheSweepEnds) {
+  auto l = make(beam(1, 1));
+  l.start({"initial", "", "f(x, num_warps=1)\n", 10.0, 0, "h"});
+  l.plan_round(1);
+  // num_warps=1 has 4 values above it in its domain: 2, then 4 and 8 (two and three steps).
+  std::vector<std::string> labels;
+  while (auto t = l.plan_tune(10)) labels.push_back(t->tune_label);
+  EXPECT_EQ(labels, (std::vector<std::string>{"num_warps 1->2", "num_warps 1->4", "num_warps 1->8"}));
+  // A kernel with no launch constants gives no variant.
+  auto none = make(beam(1, 1));
+  none.start({"initial", "", "def kernel_function(x):\n    return x\n", 10.0, 0, "h"});
+  EXPECT_FALSE(none.plan_tune(10));
+}
+
+TEST(Ledger, ResumeRequeuesAPendingVariantWithItsSourceAndTriesNoVariantTwice) {
+  const auto init = tunable_initial();
+  book b(init);
+  auto l = make(beam(2, 1));
+  l.start(init);
+  auto r1 = l.plan_round(1);
+  b.plan(r1);
+  auto t0 = *l.plan_tune(8);
+  auto t1 = *l.plan_tune(8);
+  b.plan({t0, t1});
+  b.result(tuned_ok(t0, 12.0), l.record(tuned_ok(t0, 12.0)));
+  // Killed here: r1_c0 and r1_t1 pending.
+  auto again = make(beam(2, 1));
+  auto plan = again.resume(b.programs, b.plans, 0, b.diverged, "m");
+  std::vector<std::string> requeued;
+  for (const auto& q : plan.requeued) requeued.push_back(q.id);
+  EXPECT_EQ(requeued, (std::vector<std::string>{"r1_c0", "r1_t1"}));
+  const auto& q = plan.requeued[1];
+  EXPECT_TRUE(q.tuned());
+  EXPECT_EQ(q.code, t1.code);
+  EXPECT_EQ(q.tune_label, t1.tune_label);
+  EXPECT_EQ(q.parent.id, "initial");
+  // The next variant is neither of the two already planned, and numbers on.
+  auto t2 = again.plan_tune(8);
+  ASSERT_TRUE(t2);
+  EXPECT_EQ(t2->id, "r1_t2");
+  EXPECT_NE(t2->tune_label, t0.tune_label);
+  EXPECT_NE(t2->tune_label, t1.tune_label);
+  EXPECT_EQ(t2->tune_label, l.plan_tune(8)->tune_label);  // the uninterrupted ledger's next one
+}
