@@ -50,6 +50,7 @@ caf::behavior candidate_state::start(caf::stateful_actor<candidate_state>* self,
       [this](start_atom) {
         if (fault_requested(*ctx_, "candidate_throw", spec_.id))
           throw std::runtime_error("injected fault: candidate_throw:" + spec_.id);
+        if (spec_.tuned()) return tune();
         prompt();
       },
   };
@@ -104,6 +105,15 @@ void candidate_state::open_attempt() {
 }
 
 // ---- the pipeline ----------------------------------------------------------------------------------
+
+// A launch-constant variant of the parent: no prompt, no refinement, no reflexion. It is judged by
+// the same trusted harness as any candidate; what it changes is its "bottleneck" in program.db.
+void candidate_state::tune() {
+  result_.bottleneck = "tune: " + spec_.tune_label;
+  write("tune.txt", spec_.tune_label + "\n");
+  code_ = spec_.tuned_code;
+  verify();
+}
 
 void candidate_state::prompt() {
   optimization_prompt_input in;
@@ -183,6 +193,7 @@ void candidate_state::on_verified(const evaluation& e) {
   }
   result_.device_s += e.wall_s;
   write(fmt::format("verify_{}.log", refinements_), e.error + "\n--- stderr ---\n" + e.stderr_tail);
+  if (spec_.tuned()) return fail_verification(e);  // a variant that does not verify is simply dropped
   // Refine also after a ban violation (SPEC §14 B.99); crashes and timeouts too, since the next draft
   // may well avoid them. No "mock refinement" (B.98): an LLM failure fails the candidate.
   if (refinements_ < ctx_->cfg.max_refine_attempts) return refine(e);
@@ -283,6 +294,7 @@ void candidate_state::on_profile(const profile_result& pr) {
 // Reflexion (SPEC §8.4): what the attempt taught; a failed or unparsable reply falls back to a
 // reflexion built from the attempt's own numbers, and never fails the verified candidate.
 void candidate_state::reflect() {
+  if (spec_.tuned()) return succeed();
   keep_attempt();
   report_measured();
   const auto prompt_text = render_reflexion_prompt(attempt_, ctx_->cfg.templates, ctx_->install_root);
@@ -359,6 +371,9 @@ void candidate_state::take_roofline(const kernel_profile& prof) {
 // The attempt and its reflexion as the records program.db keeps (the manager fills in the program,
 // worker and round). A dict that does not convert is left out of the history, never fatal.
 void candidate_state::keep_attempt() {
+  // A variant's outcome is a number, not a lesson: the prompts' short history (the last five
+  // attempts) stays with what the LLM tried.
+  if (spec_.tuned()) return;
   try {
     result_.attempt = {store::attempt_from_json(attempt_)};
   } catch (const std::exception& e) {

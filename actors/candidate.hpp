@@ -31,6 +31,7 @@ private:
   void choose_direction();
   void open_attempt();
   // ---- the pipeline, in order ---------------------------------------------------------------------
+  void tune();
   void prompt();
   void ask(const std::string& purpose, const std::string& prompt_text);
   void on_reply(const std::string& purpose, int n, const completion& c);

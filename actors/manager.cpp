@@ -335,7 +335,22 @@ candidate_spec manager_state::spec_of(const search::planned& plan) const {
   spec.parent_code = plan.parent.code;
   spec.parent_time_ms = plan.parent.time_ms;
   spec.work_dir = (run_path_ / "candidates" / spec.id).string();
+  spec.tuned_code = plan.code;
+  spec.tune_label = plan.tune_label;
   return spec;
+}
+
+// A variant's plan is committed before its row: a kill between the two leaves a plan that nothing
+// reads (its id is given again), never a pending row that --resume cannot rebuild.
+void manager_state::commit_tune(const search::planned& plan) {
+  db_->set_state(std::string{store::state_key::spec_prefix} + plan.id, search::plan_to_json(plan).dump());
+  store::program_record rec;
+  rec.id = plan.id;
+  rec.parent_id = plan.parent.id;
+  rec.round = plan.round;
+  rec.status = store::program_status::pending;
+  rec.bottleneck = "tune: " + plan.tune_label;
+  db_->insert_program(rec);
 }
 
 // A planned candidate: recorded as pending with its plan before anything runs, so that --resume
@@ -412,18 +427,50 @@ void manager_state::refill() {
 void manager_state::pump() {
   if (finished_) return;
   for (auto it = queue_.begin(); it != queue_.end();) {
-    if (!analysis_.count(it->parent_id)) {
+    if (!it->tuned() && !analysis_.count(it->parent_id)) {
       if (!analyzing_.count(it->parent_id)) request_analysis(*it);
       ++it;
       continue;
     }
-    if (checks_ != start_checks::done || static_cast<int>(inflight_.size()) >= slots_) {
+    if (checks_ != start_checks::done || (!it->tuned() && llm_inflight() >= slots_)) {
       ++it;
       continue;
     }
     auto spec = *it;
     it = queue_.erase(it);
     dispatch(std::move(spec));
+  }
+  tune_while_waiting();
+}
+
+int manager_state::llm_inflight() const {
+  return static_cast<int>(std::count_if(inflight_.begin(), inflight_.end(), [](const auto& c) { return !c.second.spec.tuned(); }));
+}
+
+// The device would idle while every pipeline waits for an LLM reply (its code, or a parent's
+// analysis): each device that has no variant in flight gets the next launch-constant variant of the
+// fastest kernels. One at a time per device, so a candidate the LLM wrote waits at most one variant's
+// evaluation for its device. A variant requeued by --resume goes out through the queue.
+void manager_state::tune_while_waiting() {
+  if (ctx_->cfg.tune_variants <= 0 || finished_ || ending_ || stop_requested_ || interrupted_by_ != 0 ||
+      checks_ != start_checks::done)
+    return;
+  const bool waiting = !analyzing_.empty() || std::any_of(inflight_.begin(), inflight_.end(), [](const auto& c) {
+                         return !c.second.spec.tuned() && !c.second.measured;
+                       });
+  if (!waiting) return;
+  for (size_t k = 0; k < workers_.size(); ++k) {
+    if (workers_[k].lost) continue;
+    const bool busy = std::any_of(inflight_.begin(), inflight_.end(), [k](const auto& c) {
+      return c.second.spec.tuned() && c.second.worker == static_cast<int>(k);
+    });
+    if (busy) continue;
+    // The kernels the strategy keeps: beam search's beam, greedy's one best.
+    const int top = ledger_->strategy().name() == "greedy" ? 1 : std::max(1, ctx_->cfg.strategy_cfg.num_top_kernels);
+    auto plan = ledger_->plan_tune(static_cast<size_t>(ctx_->cfg.tune_variants), static_cast<size_t>(top));
+    if (!plan) return;
+    commit_tune(*plan);
+    dispatch_to(k, spec_of(*plan));
   }
 }
 
@@ -517,8 +564,9 @@ size_t manager_state::least_loaded() const {
   return k == workers_.size() ? 0 : k;
 }
 
-void manager_state::dispatch(candidate_spec spec) {
-  const size_t k = least_loaded();
+void manager_state::dispatch(candidate_spec spec) { dispatch_to(least_loaded(), std::move(spec)); }
+
+void manager_state::dispatch_to(size_t k, candidate_spec spec) {
   auto& w = workers_[k];
   ++w.inflight;
   spec.worker_id = static_cast<int>(k);
@@ -535,9 +583,11 @@ void manager_state::dispatch(candidate_spec spec) {
   u.worker = static_cast<int>(k);
   u.gpu_id = w.device_id;
   db_->update_program(spec.id, u);
-  emit(event_kind::candidate_start, {{"candidate_id", spec.id}, {"parent_id", spec.parent_id}, {"round", spec.round},
-                           {"gpu_id", w.device_id}, {"slot", static_cast<int>(inflight_.size())},
-                           {"direction", spec.bottleneck_id}});
+  nlohmann::json start = {{"candidate_id", spec.id}, {"parent_id", spec.parent_id}, {"round", spec.round},
+                          {"gpu_id", w.device_id}, {"slot", static_cast<int>(inflight_.size())},
+                          {"direction", spec.bottleneck_id}};
+  if (spec.tuned()) start["tune"] = spec.tune_label;
+  emit(event_kind::candidate_start, std::move(start));
   // The gpu worker enforces candidate_timeout_s (and kills the candidate); this request's own timeout
   // is only a backstop for a worker that stopped answering.
   self_->request(w.actor, seconds_ms(ctx_->cfg.candidate_timeout_s + 120.0), spec)
@@ -600,7 +650,8 @@ void manager_state::on_result(const candidate_result& res) {
   user_test_s_ += res.user_test_s;
   llm_s_ += res.llm_s;
   save_session();
-  size_pipelines(res.llm_s, res.device_s - res.user_test_s);
+  // A variant asks no LLM: it says nothing about how many pipelines keep the device fed.
+  if (!spec.tuned()) size_pipelines(res.llm_s, res.device_s - res.user_test_s);
   record(res, spec, w, false);
 }
 

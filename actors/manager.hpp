@@ -89,6 +89,12 @@ private:
   void on_analysis(const std::string& parent_id, kernel_analysis analysis, double device_s,
                    const std::string& error = "");
   void dispatch(candidate_spec spec);
+  void dispatch_to(size_t k, candidate_spec spec);
+  /// Launch-constant variants (cfg.tune_variants): one per device while the search waits for the LLM.
+  void tune_while_waiting();
+  void commit_tune(const search::planned& plan);
+  /// Candidates in flight that the LLM writes (the pipelines num_workers counts).
+  int llm_inflight() const;
   double best_ms_now() const;
   void publish_best();
   size_t least_loaded() const;

@@ -260,6 +260,11 @@ struct candidate_spec {
   int32_t num_bottlenecks = 1;  ///< directions the strategy fans out (SPEC §14 B.83)
   int32_t worker_id = -1;       ///< the manager's worker slot (attempt records, SPEC §14 B.90)
   double best_ms = not_measured;  ///< the run's best time when this candidate was planned
+  /// A launch-constant variant of the parent (platform/search/tune.hpp): its source, which no LLM
+  /// wrote, and what it changes ("BLOCK_K 512->1024"). Empty for a candidate the LLM writes.
+  std::string tuned_code;
+  std::string tune_label;
+  bool tuned() const { return !tuned_code.empty(); }
 };
 
 struct candidate_result {
@@ -503,7 +508,7 @@ typename I::result_type inspect(I& f, candidate_spec& x) {
   wire::opt<kernel_analysis> baseline{x.baseline};
   return f(caf::meta::type_name("candidate_spec"), x.id, x.parent_id, x.round, x.bottleneck_id, x.sample_idx,
            x.model, x.parent_code, x.parent_time_ms, x.eager_ms, x.recent_attempts, x.recent_reflexions, x.work_dir,
-           baseline.has, baseline.value, x.num_bottlenecks, x.worker_id, x.best_ms,
+           baseline.has, baseline.value, x.num_bottlenecks, x.worker_id, x.best_ms, x.tuned_code, x.tune_label,
            caf::meta::load_callback([&]() -> caf::error {
              baseline.put();
              return caf::none;

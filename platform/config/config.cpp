@@ -164,7 +164,7 @@ const std::vector<std::string> k_top_keys{
     "bottleneck_override", "platform", "gpu_ids", "gpu_name", "ncu_bin_path", "benchmark_warmup",
     "benchmark_repeat", "divergence_threshold", "target_platform", "roofline_config", "use_rag", "templates",
     "platform_kwargs", "test_timeout_s", "benchmark_timeout_s", "candidate_timeout_s", "profile_budget_s", "profile",
-    "isolation", "compile_reference", "max_refine_attempts", "secret_env_patterns", "nodes", "local_devices", "llm", "python", "user_test",
+    "isolation", "compile_reference", "max_refine_attempts", "tune_variants", "secret_env_patterns", "nodes", "local_devices", "llm", "python", "user_test",
     "user_test_timeout_s", "dtype", "rtol", "atol", "sandbox", "max_kernel_bytes", "node_tls"};
 
 void read_platform(const reader& r, const YAML::Node& root, platform_spec& p) {
@@ -357,6 +357,7 @@ run_config from_node(const YAML::Node& root, const std::string& origin) {
   r.get_choice(root, "", "isolation", c.isolation, {"warm", "process"});
   r.get_bool(root, "", "compile_reference", c.compile_reference);
   r.get_int(root, "", "max_refine_attempts", c.max_refine_attempts, 0, limits::max_refine_attempts);
+  r.get_int(root, "", "tune_variants", c.tune_variants, 0, limits::max_tune_variants);
   read_string_list(r, root, "", "secret_env_patterns", c.secret_env_patterns);
   read_string_list(r, root, "", "nodes", c.nodes);
   r.get_bool(root, "", "local_devices", c.local_devices);
@@ -590,6 +591,7 @@ std::string to_yaml(const run_config& c) {
   e << YAML::Key << "isolation" << YAML::Value << c.isolation;
   e << YAML::Key << "compile_reference" << YAML::Value << c.compile_reference;
   e << YAML::Key << "max_refine_attempts" << YAML::Value << c.max_refine_attempts;
+  if (c.tune_variants > 0) e << YAML::Key << "tune_variants" << YAML::Value << c.tune_variants;
   if (!c.secret_env_patterns.empty())
     e << YAML::Key << "secret_env_patterns" << YAML::Value << YAML::Flow << c.secret_env_patterns;
   if (!c.nodes.empty()) e << YAML::Key << "nodes" << YAML::Value << YAML::Flow << c.nodes;

@@ -22,6 +22,7 @@ inline constexpr int max_candidates_per_round = 256;       ///< parents x bottle
 inline constexpr double max_benchmark_iterations = 10000;  ///< benchmark_warmup, benchmark_repeat
 inline constexpr double max_divergence_pct = 10000;
 inline constexpr int max_refine_attempts = 50;
+inline constexpr int max_tune_variants = 256;
 inline constexpr double max_rtol = 10;
 inline constexpr double max_atol = 1e6;
 inline constexpr double max_memory_mb = 16.0 * 1024 * 1024;  ///< sandbox.memory_mb, sandbox.max_file_mb: 16 TiB
@@ -180,6 +181,9 @@ struct run_config {
   /// seconds on a cold machine) when that comparison is not wanted.
   bool compile_reference = true;
   int max_refine_attempts = 3;
+  /// Launch-constant variants (BLOCK_*, num_warps, num_stages, ...) tried per verified kernel while
+  /// the search waits for the LLM, one at a time per device (platform/search/tune.hpp); 0: none.
+  int tune_variants = 0;
   std::vector<std::string> secret_env_patterns;  ///< empty: default_secret_patterns()
   /// Nodes (`kagent-actors serve`, HOST:PORT) whose devices join the run (README "Many nodes").
   std::vector<std::string> nodes;

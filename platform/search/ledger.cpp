@@ -52,16 +52,18 @@ void ledger::start(const program_entry& initial) {
   strategy_->initialize(initial);
   if (!initial.code_hash.empty()) verified_hash_.emplace(initial.code_hash, initial.id);
   tunable_ = {initial};
+  seen_code_.insert(store::sha256_hex(initial.code));
 }
 
-std::optional<planned> ledger::plan_tune(size_t per_kernel) {
+std::optional<planned> ledger::plan_tune(size_t per_kernel, size_t top) {
   auto order = tunable_;
   std::stable_sort(order.begin(), order.end(), [](const auto& a, const auto& b) { return a.time_ms < b.time_ms; });
+  if (order.size() > top) order.resize(top);
   for (const auto& k : order) {
     for (const auto& v : tune_variants(k.code, per_kernel)) {
-      if (tuned_.count(k.id + "|" + v.label)) continue;
+      if (!tuned_.insert(k.id + "|" + v.label).second) continue;
       auto code = apply_tune(k.code, v.values);
-      if (!code) continue;
+      if (!code || !seen_code_.insert(store::sha256_hex(*code)).second) continue;
       planned p;
       // A variant is its parent's sibling more than its child: under rounds it joins the round that
       // runs now, under async it keeps its parent's generation (the first for the starting kernel's).
@@ -72,7 +74,6 @@ std::optional<planned> ledger::plan_tune(size_t per_kernel) {
       p.tune = v.values;
       p.tune_label = v.label;
       p.code = std::move(*code);
-      tuned_.insert(k.id + "|" + v.label);
       outstanding_[p.id] = p;
       return p;
     }
@@ -144,6 +145,7 @@ judgement ledger::record(const finished& f) {
     throw std::logic_error("search ledger: candidate '" + f.id + "' was not planned or is already recorded");
   const planned p = it->second;
   outstanding_.erase(it);
+  if (!f.code.empty()) seen_code_.insert(store::sha256_hex(f.code));
 
   judgement j;
   j.ok = f.ok;
@@ -206,6 +208,8 @@ resume_plan ledger::resume(const std::vector<store::program_record>& programs,
   if (!by_id.count("initial")) throw std::runtime_error("resume: program.db has no starting kernel");
   strategy_->initialize(by_id["initial"]);
   tunable_ = {by_id["initial"]};
+  for (const auto& p : programs)
+    if (!p.code.empty()) seen_code_.insert(store::sha256_hex(p.code));
 
   int max_round = 0;
   std::vector<const store::program_record*> pending;
@@ -272,6 +276,7 @@ resume_plan ledger::resume(const std::vector<store::program_record>& programs,
       auto code = apply_tune(q.parent.code, q.tune);
       if (!code) continue;  // cannot happen for a plan made from this parent's code
       q.code = std::move(*code);
+      seen_code_.insert(store::sha256_hex(q.code));
     }
     outstanding_[q.id] = q;
     out.requeued.push_back(q);

@@ -108,10 +108,11 @@ public:
   /// Async schedule: every (parent, direction, model, sample) of the current beam not planned yet,
   /// from parents below generation max_rounds.
   std::vector<planned> plan_more();
-  /// The next launch-constant variant not tried yet (at most `per_kernel` per kernel), of the fastest
-  /// verified kernel that has one left; none when every kernel's sweep is done. Its id is
-  /// r<round>_t<n>; it is outstanding like any planned candidate.
-  std::optional<planned> plan_tune(size_t per_kernel);
+  /// The next launch-constant variant not tried yet (at most `per_kernel` per kernel) of the fastest
+  /// `top` verified kernels, fastest first; none when their sweeps are done. A variant whose source
+  /// is one the run has seen already (a step back to its parent's values, an LLM's kernel) is skipped
+  /// without being run. Its id is r<round>_t<n>; it is outstanding like any planned candidate.
+  std::optional<planned> plan_tune(size_t per_kernel, size_t top);
   /// Async schedule: nothing is outstanding and plan_more() offers nothing (call after plan_more).
   bool async_done() const { return outstanding_.empty(); }
 
@@ -160,6 +161,7 @@ private:
   int next_tune_ = 0;
   std::set<std::string> tuned_;                       ///< parent|label of every variant planned so far
   std::vector<program_entry> tunable_;                ///< verified kernels (not diverged), in arrival order
+  std::set<std::string> seen_code_;                   ///< sha256 of every source planned or recorded
   std::map<std::string, planned> outstanding_;        ///< planned, no result yet
   std::map<std::string, std::string> verified_hash_;  ///< code hash -> the verified program that has it
   std::map<std::string, std::string> claims_;         ///< code hash -> the in-flight candidate that claimed it

@@ -279,6 +279,8 @@ TEST(ConfigLimits, EveryNumericKeyHasAnUpperBound) {
       {"profile_budget_s: 1e9\n", "profile_budget_s"},
       {"user_test_timeout_s: .inf\n", "user_test_timeout_s"},
       {"max_refine_attempts: 1000\n", "max_refine_attempts"},
+      {"tune_variants: 1000\n", "tune_variants"},
+      {"tune_variants: -1\n", "tune_variants"},
       {"rtol: 100\n", "rtol"},
       {"atol: 1e9\n", "atol"},
       {"rtol: -0.1\n", "rtol"},
@@ -410,6 +412,14 @@ TEST(ConfigLimits, ProfilePolicyDefaultsToParentsAndRoundTrips) {
   }
   EXPECT_NE(error_of("profile: all\n").find("expected one of: parents, every, never"), std::string::npos);
   EXPECT_NE(error_of("profile: all\n").find("'profile'"), std::string::npos);
+}
+
+TEST(ConfigLimits, TuneVariantsAreOffByDefaultAndRoundTrip) {
+  EXPECT_EQ(parse_config("strategy: greedy\n", "x").tune_variants, 0);
+  auto c = parse_config("tune_variants: 12\n", "x");
+  EXPECT_EQ(c.tune_variants, 12);
+  EXPECT_EQ(parse_config(to_yaml(c), "round-trip").tune_variants, 12);
+  EXPECT_NE(error_of("tune_variants: lots\n").find("tune_variants"), std::string::npos);
 }
 
 TEST(Config, ModelsMayNameTheirOwnProviderEndpointAndKeyAndRoundTrip) {

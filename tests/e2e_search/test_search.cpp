@@ -20,6 +20,7 @@
 #include <optional>
 #include <regex>
 #include <set>
+#include <sstream>
 #include <thread>
 
 #include "platform/store/program_db.hpp"
@@ -331,6 +332,84 @@ TEST(Search, AsyncScheduleReachesTheSameBestAsRounds) {
   // max_rounds was planned.
   for (const auto& [id, p] : async.programs) EXPECT_LE(p.round, 3) << id;
   EXPECT_TRUE(fs::exists(async.run_dir / "report.html"));
+}
+
+// ---- launch-constant sweeps ------------------------------------------------------------------------
+
+namespace {
+/// The constants a variant's label names ("BLOCK_K 512->1024; num_warps 4->8" -> BLOCK_K, num_warps).
+std::vector<std::string> label_names(const std::string& label) {
+  std::vector<std::string> out;
+  static const std::regex re("([A-Za-z_][A-Za-z0-9_]*) [0-9]+->[0-9]+");
+  for (std::sregex_iterator it(label.begin(), label.end(), re), end; it != end; ++it) out.push_back((*it)[1].str());
+  return out;
+}
+} // namespace
+
+TEST(Tune, VariantsRunWhileTheLlmThinksAndAreJudgedLikeAnyCandidate) {
+  // Every LLM reply takes 3 s; the device would idle meanwhile. With tune_variants the manager sends
+  // launch-constant variants of the fastest verified kernels instead (the starting kernel's
+  // `BLOCK_M, BLOCK_K = 16, 512` first), each judged by the trusted harness, test.py included when it
+  // would become the best.
+  scratch s;
+  auto cfg = slurp(source("configs/cpu.yaml"));
+  cfg.replace(cfg.find("max_rounds: 3"), 13, "max_rounds: 2");
+  cfg += "tune_variants: 4\n";
+  const auto path = s.write("cfg/cpu_tune.yaml", cfg);
+  auto env = kBaseEnv;
+  env["KAGENT_REPLAY_DELAY_S"] = "3";
+  auto o = run_to_end(s, {"--strategy", path, "--kernel-dir", kMatvec}, "runs", env);
+  ASSERT_TRUE(o.summary["success"].get<bool>()) << o.summary.dump(2);
+  static const std::regex tune_id("r[0-9]+_t[0-9]+");
+  std::map<std::string, int> per_parent;
+  int tuned = 0, tuned_verified = 0, written_by_llm = 0;
+  for (const auto& [id, p] : o.programs) {
+    if (id == "initial") continue;
+    if (!std::regex_match(id, tune_id)) {
+      ++written_by_llm;
+      EXPECT_EQ(p.bottleneck.value_or("").rfind("tune: ", 0), std::string::npos) << id;
+      continue;
+    }
+    ++tuned;
+    const auto label = p.bottleneck.value_or("");
+    ASSERT_EQ(label.rfind("tune: ", 0), 0u) << id << " " << label;
+    EXPECT_NE(p.status, "pending") << id;
+    tuned_verified += p.status == "verified";
+    ASSERT_TRUE(p.parent_id && o.programs.count(*p.parent_id)) << id;
+    const auto& parent = o.programs.at(*p.parent_id);
+    EXPECT_EQ(parent.status, "verified") << id << " is a variant of a kernel that was not verified";
+    ++per_parent[*p.parent_id];
+    // The variant is its parent with the named constants changed, and nothing else.
+    EXPECT_NE(p.code, parent.code) << id;
+    std::istringstream a(parent.code), b(p.code);
+    std::string la, lb;
+    const auto names = label_names(label);
+    ASSERT_FALSE(names.empty()) << label;
+    while (std::getline(a, la)) {
+      ASSERT_TRUE(static_cast<bool>(std::getline(b, lb))) << id;
+      if (la == lb) continue;
+      EXPECT_TRUE(std::any_of(names.begin(), names.end(), [&](const auto& n) { return lb.find(n) != std::string::npos; }))
+          << id << " changed a line the label does not name:\n" << la << "\n" << lb;
+    }
+    EXPECT_FALSE(static_cast<bool>(std::getline(b, lb))) << id;
+    EXPECT_TRUE(fs::exists(o.run_dir / "candidates" / id / "tune.txt")) << id;
+    // No prompt and no reflexion: a variant asks no LLM.
+    for (const auto& f : fs::directory_iterator(o.run_dir / "candidates" / id))
+      EXPECT_EQ(f.path().filename().string().find("prompt"), std::string::npos) << f.path();
+  }
+  EXPECT_GE(tuned, 2) << how_each_ended(o);
+  EXPECT_GE(tuned_verified, 1) << how_each_ended(o);
+  EXPECT_GE(written_by_llm, 2) << how_each_ended(o);  // the search itself went on
+  for (const auto& [parent, n] : per_parent) EXPECT_LE(n, 4) << parent;
+  // Each variant went out while the search waited for the LLM, and says what it changes.
+  int starts = 0;
+  for (const auto& e : events(o.run_dir))
+    if (e.value("type", "") == "candidate_start" && e.contains("tune")) ++starts;
+  EXPECT_EQ(starts, tuned);
+  // The best is a verified kernel, whoever wrote it.
+  const auto best = o.summary.value("best_program_id", "");
+  ASSERT_TRUE(o.programs.count(best)) << o.summary.dump(2);
+  EXPECT_EQ(o.programs.at(best).status, "verified");
 }
 
 // ---- candidate_timeout_s ----------------------------------------------------------------------------

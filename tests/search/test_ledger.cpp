@@ -447,7 +447,7 @@ TEST(Ledger, TuneVariantsAreOutstandingAndHoldTheRoundUntilTheyEnd) {
   auto l = make(beam(2, 1));
   l.start(tunable_initial());
   auto r1 = l.plan_round(1);
-  auto t = l.plan_tune(8);
+  auto t = l.plan_tune(8, 2);
   ASSERT_TRUE(t);
   EXPECT_EQ(t->id, "r1_t0");
   EXPECT_EQ(t->parent.id, "initial");
@@ -464,7 +464,7 @@ TEST(Ledger, TuneVariantsAreOutstandingAndHoldTheRoundUntilTheyEnd) {
   auto closed = l.end_round();
   ASSERT_TRUE(closed.best);
   EXPECT_EQ(closed.best->id, "r1_t0");
-  auto next = l.plan_tune(8);
+  auto next = l.plan_tune(8, 2);
   ASSERT_TRUE(next);
   EXPECT_EQ(next->parent.id, "r1_t0");
   EXPECT_EQ(next->id, "r1_t1");
@@ -476,12 +476,12 @@ TEST(Ledger, EachVariantIsTriedOnceAndTheSweepEnds) {
   l.plan_round(1);
   // num_warps=1 has 4 values above it in its domain: 2, then 4 and 8 (two and three steps).
   std::vector<std::string> labels;
-  while (auto t = l.plan_tune(10)) labels.push_back(t->tune_label);
+  while (auto t = l.plan_tune(10, 2)) labels.push_back(t->tune_label);
   EXPECT_EQ(labels, (std::vector<std::string>{"num_warps 1->2", "num_warps 1->4", "num_warps 1->8"}));
   // A kernel with no launch constants gives no variant.
   auto none = make(beam(1, 1));
   none.start({"initial", "", "def kernel_function(x):\n    return x\n", 10.0, 0, "h"});
-  EXPECT_FALSE(none.plan_tune(10));
+  EXPECT_FALSE(none.plan_tune(10, 2));
 }
 
 TEST(Ledger, ResumeRequeuesAPendingVariantWithItsSourceAndTriesNoVariantTwice) {
@@ -491,8 +491,8 @@ TEST(Ledger, ResumeRequeuesAPendingVariantWithItsSourceAndTriesNoVariantTwice) {
   l.start(init);
   auto r1 = l.plan_round(1);
   b.plan(r1);
-  auto t0 = *l.plan_tune(8);
-  auto t1 = *l.plan_tune(8);
+  auto t0 = *l.plan_tune(8, 2);
+  auto t1 = *l.plan_tune(8, 2);
   b.plan({t0, t1});
   b.result(tuned_ok(t0, 12.0), l.record(tuned_ok(t0, 12.0)));
   // Killed here: r1_c0 and r1_t1 pending.
@@ -507,10 +507,31 @@ TEST(Ledger, ResumeRequeuesAPendingVariantWithItsSourceAndTriesNoVariantTwice) {
   EXPECT_EQ(q.tune_label, t1.tune_label);
   EXPECT_EQ(q.parent.id, "initial");
   // The next variant is neither of the two already planned, and numbers on.
-  auto t2 = again.plan_tune(8);
+  auto t2 = again.plan_tune(8, 2);
   ASSERT_TRUE(t2);
   EXPECT_EQ(t2->id, "r1_t2");
   EXPECT_NE(t2->tune_label, t0.tune_label);
   EXPECT_NE(t2->tune_label, t1.tune_label);
-  EXPECT_EQ(t2->tune_label, l.plan_tune(8)->tune_label);  // the uninterrupted ledger's next one
+  EXPECT_EQ(t2->tune_label, l.plan_tune(8, 2)->tune_label);  // the uninterrupted ledger's next one
+}
+
+TEST(Ledger, AVariantWhoseSourceTheRunHasSeenIsNeverRunAndOnlyTheFastestAreSwept) {
+  auto l = make(beam(2, 1));
+  l.start({"initial", "", "f(x, num_warps=4)\n", 10.0, 0, "h"});
+  auto r1 = l.plan_round(1);
+  // The LLM's kernel happens to be the starting kernel with num_warps=8.
+  l.record({r1[0].id, true, 9.0, "f(x, num_warps=8)\n", "h-llm", std::nullopt, ""});
+  auto up = l.plan_tune(2, 1);
+  ASSERT_TRUE(up);
+  // The fastest is the LLM's kernel (num_warps=8): its step down (4) is the starting kernel, so its
+  // first variant is the step up.
+  EXPECT_EQ(up->parent.id, r1[0].id);
+  EXPECT_EQ(up->tune_label, "num_warps 8->16");
+  // top = 1: the starting kernel (the second fastest) is not swept.
+  EXPECT_FALSE(l.plan_tune(2, 1));
+  auto next = l.plan_tune(2, 2);
+  ASSERT_TRUE(next);
+  EXPECT_EQ(next->parent.id, "initial");
+  EXPECT_EQ(next->tune_label, "num_warps 4->2");  // 4->8 is the LLM's kernel
+  EXPECT_FALSE(l.plan_tune(2, 2));
 }
