@@ -9,6 +9,8 @@
 #   run_trusted.sh OUT timeout    candidate_timeout_s 15 s against the replay set's hanging kernel
 #   run_trusted.sh OUT busy_fixed / busy_auto   20 s LLM replies (KAGENT_REPLAY_DELAY_S): rounds with
 #                  num_workers 4, and async with num_workers: auto; GPU busy in summary_$what.json
+#   run_trusted.sh OUT busy_tune  busy_auto with tune_variants: 8 (nvidia_matvec_tune.yaml): launch-constant
+#                  variants of the beam's kernels run while the search waits for the LLM
 #   run_trusted.sh OUT busy_wide  the same (20 s replies, async, auto) with a wider search:
 #                  nvidia_matvec_wide.yaml, replay set replay_matvec_wide (make_replay_wide.py);
 #                  busy_wide_fixed: nvidia_matvec_wide_fixed.yaml (num_workers fixed). These also
@@ -36,7 +38,7 @@ cost2)
     --candidates benchmarks/h200/replay_rmsnorm --peak-gbps 4800 \
     --warmup 10 --repeat 50 --no-back-to-back --json "$out/cost_rmsnorm.json" > "$out/cost_rmsnorm.txt" 2>&1
   echo "rc=$?" >> "$out/cost_rmsnorm.txt" ;;
-run|run_rmsnorm|short|run_every|busy_fixed|busy_auto|busy_wide|busy_wide_fixed|timeout)
+run|run_rmsnorm|short|run_every|busy_fixed|busy_auto|busy_tune|busy_wide|busy_wide_fixed|timeout)
   cfg=benchmarks/h200/nvidia_matvec.yaml
   kdir=examples/optimize_01_matvec
   [ "$what" = run_rmsnorm ] && cfg=benchmarks/h200/nvidia_rmsnorm.yaml && kdir=examples/optimize_02_rmsnorm
@@ -45,6 +47,7 @@ run|run_rmsnorm|short|run_every|busy_fixed|busy_auto|busy_wide|busy_wide_fixed|t
   [ "$what" = timeout ] && cfg=benchmarks/h200/nvidia_matvec_timeout.yaml
   [ "$what" = busy_fixed ] && export KAGENT_REPLAY_DELAY_S=20
   [ "$what" = busy_auto ] && export KAGENT_REPLAY_DELAY_S=20 && cfg=benchmarks/h200/nvidia_matvec_auto.yaml
+  [ "$what" = busy_tune ] && export KAGENT_REPLAY_DELAY_S=20 && cfg=benchmarks/h200/nvidia_matvec_tune.yaml
   [ "$what" = busy_wide ] && export KAGENT_REPLAY_DELAY_S=20 && cfg=benchmarks/h200/nvidia_matvec_wide.yaml
   [ "$what" = busy_wide_fixed ] && export KAGENT_REPLAY_DELAY_S=20 && cfg=benchmarks/h200/nvidia_matvec_wide_fixed.yaml
   # The lent card may be an H100: the config names the card the machine has (specs, physics floor).
@@ -53,7 +56,7 @@ run|run_rmsnorm|short|run_every|busy_fixed|busy_auto|busy_wide|busy_wide_fixed|t
     sed "s/^gpu_name: .*/gpu_name: $card/" "$cfg" > "$out/config_$what.yaml" && cfg="$out/config_$what.yaml"
   fi
   smi=
-  case $what in busy_wide*)
+  case $what in busy_wide*|busy_auto|busy_tune)
     # The device's own view beside the run's device seconds: kernel-active share per sample.
     nvidia-smi --query-gpu=timestamp,utilization.gpu,memory.used,power.draw --format=csv,noheader -lms 500 \
       > "$out/smi_$what.csv" 2>&1 &
@@ -104,7 +107,7 @@ for l in open(sys.argv[1]):
     > "$out/device_steps_$what.txt" 2>/dev/null
   head -qn1 "$d"/candidates/*/user_test.log > "$out/user_test_heads_$what.txt" 2>/dev/null
   grep -h '"start_checked"\|"initial"' "$d"/events.jsonl > "$out/start_$what.txt" 2>/dev/null
-  case $what in busy_wide*)
+  case $what in busy_wide*|busy_auto|busy_tune)
     cp "$d/events.jsonl" "$out/events_$what.jsonl" 2>/dev/null
     cp "$d/program.db" "$out/program_$what.db" 2>/dev/null
     # When each step of each candidate wrote its files (prompt, reply, kernel.py, logs): the timeline.

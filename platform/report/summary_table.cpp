@@ -150,6 +150,11 @@ std::string format_summary_table(const nlohmann::json& summary) {
                          int_or(m, "failed_calls", 0), int_or(m, "tokens_in", 0), int_or(m, "tokens_out", 0),
                          format_usd(finite_number(m, "cost_usd").value_or(0)));
   if (!v.device_time.empty()) out += "  device time: " + v.device_time + "\n";
+  // Launch-constant variants run while the LLM thought (tune_variants); none: no line.
+  if (summary.contains("variants") && summary["variants"].is_object() && int_or(summary["variants"], "run", 0) > 0)
+    out += fmt::format("  launch-constant variants: {} run, {} verified{}\n", int_or(summary["variants"], "run", 0),
+                       int_or(summary["variants"], "verified", 0),
+                       text_of(summary, "best_tune").empty() ? "" : "; the best is one (" + text_of(summary, "best_tune") + ")");
   out += "  devices in synthetic mode: " +
          (v.synthetic_devices.empty() ? std::string("none") : fmt::format("{}", fmt::join(v.synthetic_devices, ", "))) + "\n";
   out += "  best kernel: " + (v.best_kernel_path.empty() ? std::string("(none)") : v.best_kernel_path) + "\n";

@@ -102,6 +102,13 @@ run_summary summarize(const run_identity& id, const summary_facts& f) {
   s.failed = failed - s.duplicates - initial_is(store::program_status::failed);
   s.pending = pending - initial_is(store::program_status::pending);
   s.diverged = f.diverged.size();
+  for (const auto& p : f.programs) {
+    const auto b = p.bottleneck.value_or("");
+    if (b.rfind("tune: ", 0) != 0) continue;
+    ++s.variants;
+    if (p.status == store::program_status::verified) ++s.variants_verified;
+    if (s.best && s.best->id == p.id) s.best_tune = b.substr(6);
+  }
 
   // Diverged kernels (verified, but too slow to be a parent) are not top kernels.
   for (const auto* p : ranked) {
@@ -182,6 +189,8 @@ nlohmann::json run_summary::to_json() const {
   j["pending"] = pending;
   j["failures_by_cause"] = failures_by_cause;
   j["diverged"] = diverged;
+  j["variants"] = {{"run", variants}, {"verified", variants_verified}};
+  if (!best_tune.empty()) j["best_tune"] = best_tune;
   if (!early_stop_reason.empty()) j["early_stop_reason"] = early_stop_reason;
   j["synthetic_devices"] = synthetic_devices;
   j["profiling_failures"] = profiling_failures;

@@ -80,6 +80,10 @@ struct run_summary {
   std::int64_t candidates = 0, verified = 0, duplicates = 0, failed = 0, pending = 0;
   std::map<std::string, std::int64_t> failures_by_cause;
   std::size_t diverged = 0;
+  /// Launch-constant variants (tune_variants): how many ran, how many verified, and, when the best
+  /// is one, what it changes ("BLOCK_K 512->1024"); their counts are part of the candidates above.
+  std::int64_t variants = 0, variants_verified = 0;
+  std::string best_tune;
   std::vector<top_kernel> top_kernels;  ///< the 5 fastest verified, diverged ones left out
   llm_tally llm;
   struct llm_row {

@@ -406,6 +406,8 @@ TEST(Tune, VariantsRunWhileTheLlmThinksAndAreJudgedLikeAnyCandidate) {
   for (const auto& e : events(o.run_dir))
     if (e.value("type", "") == "candidate_start" && e.contains("tune")) ++starts;
   EXPECT_EQ(starts, tuned);
+  EXPECT_EQ(o.summary["variants"]["run"].get<int>(), tuned) << o.summary.dump(2);
+  EXPECT_EQ(o.summary["variants"]["verified"].get<int>(), tuned_verified);
   // The best is a verified kernel, whoever wrote it.
   const auto best = o.summary.value("best_program_id", "");
   ASSERT_TRUE(o.programs.count(best)) << o.summary.dump(2);

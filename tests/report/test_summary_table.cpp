@@ -67,6 +67,18 @@ TEST(SummaryTable, DeviceTimePerCandidateBusyAndTheUsersTestShare) {
   EXPECT_THAT(format_summary_table(s), Not(HasSubstr("device time")));
 }
 
+TEST(SummaryTable, LaunchConstantVariantsGetALineOnlyWhenAnyRan) {
+  auto s = full_summary();
+  EXPECT_THAT(format_summary_table(s), Not(HasSubstr("variants")));
+  s["variants"] = {{"run", 0}, {"verified", 0}};
+  EXPECT_THAT(format_summary_table(s), Not(HasSubstr("variants")));
+  s["variants"] = {{"run", 17}, {"verified", 15}};
+  EXPECT_THAT(format_summary_table(s), HasSubstr("  launch-constant variants: 17 run, 15 verified\n"));
+  s["best_tune"] = "BLOCK_K 512->1024";
+  EXPECT_THAT(format_summary_table(s),
+              HasSubstr("  launch-constant variants: 17 run, 15 verified; the best is one (BLOCK_K 512->1024)\n"));
+}
+
 TEST(SummaryTable, MissingNullAndNonFiniteValuesPrintNa) {
   json s = {{"success", false},
             {"error", "Initial kernel failed correctness verification: boom"},

@@ -230,3 +230,27 @@ TEST(Summary, AnswerOfIsTheFastestVerifiedMeasuredKernelElseTheStrategysBest) {
   EXPECT_EQ(best->id, "c") << "the earlier of two equal times";
   EXPECT_EQ(best->time_ms, 2.0);
 }
+
+TEST(Summary, LaunchConstantVariantsAreCountedAndABestVariantSaysWhatItChanges) {
+  auto f = a_run();
+  auto t0 = prog("r1_t0", "verified", 3.5);
+  t0.bottleneck = "tune: BLOCK_K 512->1024";
+  auto t1 = prog("r1_t1", "failed", std::nullopt, "verification");
+  t1.bottleneck = "tune: num_warps 4->8";
+  f.programs.push_back(t0);
+  f.programs.push_back(t1);
+  auto s = summarize({}, f);
+  EXPECT_EQ(s.variants, 2);
+  EXPECT_EQ(s.variants_verified, 1);
+  ASSERT_TRUE(s.best);
+  EXPECT_EQ(s.best->id, "r1_t0");
+  EXPECT_EQ(s.best_tune, "BLOCK_K 512->1024");
+  auto j = s.to_json();
+  EXPECT_EQ(j["variants"], nlohmann::json({{"run", 2}, {"verified", 1}}));
+  EXPECT_EQ(j["best_tune"], "BLOCK_K 512->1024");
+  EXPECT_EQ(j["candidates"], 8) << "variants are candidates too";
+  // A run without variants says 0 and names no best variant.
+  auto plain = summarize({}, a_run()).to_json();
+  EXPECT_EQ(plain["variants"]["run"], 0);
+  EXPECT_FALSE(plain.contains("best_tune"));
+}
