@@ -110,6 +110,9 @@ void print_plan(const named_config& nc, const run_options& o) {
   line("rounds", fmt::format("at most {}", b.rounds));
   line("candidates", fmt::format("round 1: {}, each later round: up to {}; at most {} in all", b.candidates_round1,
                                  b.candidates_later, b.candidates));
+  if (cfg.tune_variants > 0)
+    line("variants", fmt::format("up to {} launch-constant variants per kernel while the LLM thinks (tune_variants; no "
+                                 "LLM call, device time only)", cfg.tune_variants));
   line("LLM calls",
        fmt::format("at most {} = {} candidates x (1 optimize + {} refinements + 1 reflexion) + {} bottleneck "
                    "analyses; {} when every first draft verifies",

@@ -271,6 +271,8 @@ TEST(PlanFlags, DryRunPrintsThePlanAndCreatesNothing) {
   EXPECT_EQ(g.exit_code, 0) << g.err;
   EXPECT_TRUE(contains(g.out, "detection failed")) << g.out;
   EXPECT_TRUE(contains(g.out, "at most 10")) << g.out;  // nvidia.yaml's rounds
+  EXPECT_TRUE(contains(g.out, "up to 8 launch-constant variants per kernel")) << g.out;  // and its tune_variants
+  EXPECT_FALSE(contains(r.out, "launch-constant variants")) << r.out;  // cpu.yaml has none
   EXPECT_TRUE(fs::is_empty(s.dir));
 
   // What a run would refuse, a dry run refuses the same way.
