@@ -414,6 +414,62 @@ TEST(Tune, VariantsRunWhileTheLlmThinksAndAreJudgedLikeAnyCandidate) {
   EXPECT_EQ(o.programs.at(best).status, "verified");
 }
 
+TEST(Tune, KillNineWhileAVariantRunsThenResumeRunsNoVariantTwice) {
+  scratch s;
+  auto cfg = slurp(source("configs/cpu.yaml"));
+  cfg.replace(cfg.find("max_rounds: 3"), 13, "max_rounds: 2");
+  cfg += "tune_variants: 4\nuser_test: never\n";
+  const auto path = s.write("cfg/cpu_tune.yaml", cfg);
+  auto env = kBaseEnv;
+  env["KAGENT_REPLAY_DELAY_S"] = "3";
+  background_run bg(s, {"--strategy", path, "--kernel-dir", kMatvec}, env, "runs_killed");
+  // A second variant is on its device (the first has its result): killed mid-evaluation.
+  const bool reached = bg.wait_until([&] {
+    int started = 0;
+    for (const auto& e : bg.events_so_far()) started += e.value("type", "") == "candidate_start" && e.contains("tune");
+    return started >= 2;
+  });
+  bg.kill9();
+  ASSERT_TRUE(reached) << slurp(s.dir / "runs_killed.log");
+  const auto run_dir = bg.run_dir();
+  ASSERT_FALSE(run_dir.empty());
+  int pending_variants = 0;
+  {
+    auto db = program_db::open(run_dir / "program.db", program_db::mode::read_only);
+    for (const auto& p : db.list_programs())
+      pending_variants += p.status == "pending" && p.bottleneck.value_or("").rfind("tune: ", 0) == 0;
+  }
+  EXPECT_GE(pending_variants, 1) << "the variant in flight stays pending";
+
+  auto r = run({"--resume", run_dir.string()}, env, "", 540);
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
+  auto o = read_run(run_dir);
+  ASSERT_TRUE(o.summary["success"].get<bool>()) << o.summary.dump(2);
+  std::set<std::string> tried;
+  std::set<std::string> sources;
+  for (const auto& [id, p] : o.programs) {
+    EXPECT_NE(p.status, "pending") << id;
+    const auto label = p.bottleneck.value_or("");
+    if (label.rfind("tune: ", 0) != 0) continue;
+    EXPECT_TRUE(tried.insert(p.parent_id.value_or("") + "|" + label).second) << id << " ran " << label << " twice";
+    EXPECT_TRUE(sources.insert(p.code).second) << id << ": a source that ran before";
+    // The requeued variant's source was rebuilt from its parent and its constants.
+    const auto& parent = o.programs.at(p.parent_id.value_or("initial"));
+    std::istringstream a(parent.code), b(p.code);
+    std::string la, lb;
+    const auto names = label_names(label);
+    while (std::getline(a, la) && std::getline(b, lb)) {
+      if (la == lb) continue;
+      EXPECT_TRUE(std::any_of(names.begin(), names.end(), [&](const auto& n) { return lb.find(n) != std::string::npos; }))
+          << id << "\n" << la << "\n" << lb;
+    }
+  }
+  std::map<std::string, int> results;
+  for (const auto& e : events(run_dir))
+    if (e.value("type", "") == "candidate_result") ++results[e.value("candidate_id", "")];
+  for (const auto& [id, n] : results) EXPECT_LE(n, 1) << id;
+}
+
 // ---- candidate_timeout_s ----------------------------------------------------------------------------
 
 TEST(CandidateTimeout, ATimedOutCandidateStopsAndWritesNothingAfterItsDeadline) {
