@@ -55,6 +55,11 @@ run|run_rmsnorm|short|run_every|busy_fixed|busy_auto|busy_tune|busy_wide|busy_wi
   if [ -n "$card" ]; then
     sed "s/^gpu_name: .*/gpu_name: $card/" "$cfg" > "$out/config_$what.yaml" && cfg="$out/config_$what.yaml"
   fi
+  # busy_tune with TUNE_VARIANTS=N: that many variants per kernel instead of the config's 8.
+  if [ "$what" = busy_tune ] && [ -n "${TUNE_VARIANTS:-}" ]; then
+    sed "s/^tune_variants: .*/tune_variants: $TUNE_VARIANTS/" "$cfg" > "$out/config_tune_$TUNE_VARIANTS.yaml"
+    cfg="$out/config_tune_$TUNE_VARIANTS.yaml"
+  fi
   smi=
   case $what in busy_wide*|busy_auto|busy_tune)
     # The device's own view beside the run's device seconds: kernel-active share per sample.
