@@ -148,6 +148,20 @@ void update(progress_state& st, const std::string& type, const nlohmann::json& p
     st.max_rounds = static_cast<int>(int_or(p, "max_rounds", st.max_rounds));
     st.round_candidates = static_cast<int>(int_or(p, "candidates", 0));
     st.round_results = 0;
+  } else if (type == "candidate_start" && p.contains("tune")) {
+    st.variant_ids.insert(text_of(p, "candidate_id"));
+    ++st.variants_running;
+  } else if (type == "candidate_result" && st.variant_ids.count(text_of(p, "candidate_id"))) {
+    st.variant_ids.erase(text_of(p, "candidate_id"));
+    st.variants_running = std::max(0, st.variants_running - 1);
+    ++st.variants_done;
+    if (flag_of(p, "ok")) ++st.variants_ok;
+    if (auto d = finite_number(p, "device_s"); d && *d >= 0) {
+      st.device_s += *d;
+      st.saw_device_s = true;
+    }
+    if (flag_of(p, "ok")) note_best(st, p, "time_ms");
+    note_best(st, p, "best_ms");
   } else if (type == "candidate_start") {
     st.saw_candidate_start = true;
     if (auto id = text_of(p, "candidate_id"); !id.empty()) st.in_flight.insert(id);
@@ -259,6 +273,9 @@ std::string format_progress_line(const progress_state& st, double now_s, std::si
     cands += fmt::format(", {}/{}{} running", running, st.slots, st.slots_auto ? " (auto)" : "");
   else cands += fmt::format(", {} running", running);
   parts.push_back(cands);
+  if (st.variants_done + st.variants_running > 0)
+    parts.push_back(fmt::format("variants {} ok of {}{}", st.variants_ok, st.variants_done,
+                                st.variants_running > 0 ? fmt::format(", {} running", st.variants_running) : ""));
 
   parts.push_back("best " + format_ms(st.best_ms) + speedup_suffix(st));
   if (st.devices_lost > 0)
@@ -416,8 +433,9 @@ std::optional<std::string> format_log_line(const progress_state& st, const std::
   }
   if (!verbose) return std::nullopt;
   if (type == "candidate_start")
-    return say(fmt::format("{} started on {} (parent {})", text_of(p, "candidate_id"), gpu_label(st, p),
-                           text_of(p, "parent_id").empty() ? "?" : text_of(p, "parent_id")));
+    return say(fmt::format("{} started on {} (parent {}{})", text_of(p, "candidate_id"), gpu_label(st, p),
+                           text_of(p, "parent_id").empty() ? "?" : text_of(p, "parent_id"),
+                           p.contains("tune") ? ", variant " + text_of(p, "tune") : ""));
   if (type == "candidate_end") {
     const bool reflexion = flag_of(p, "reflexion");
     const std::string err = text_of(p, "error");

@@ -344,6 +344,31 @@ std::vector<std::string> label_names(const std::string& label) {
   for (std::sregex_iterator it(label.begin(), label.end(), re), end; it != end; ++it) out.push_back((*it)[1].str());
   return out;
 }
+
+/// configs/cpu.yaml with 2 rounds, `tune_variants: 4` and `extra`, written under the scratch dir.
+std::string tune_config(const scratch& s, const std::string& extra = "") {
+  auto cfg = slurp(source("configs/cpu.yaml"));
+  cfg.replace(cfg.find("max_rounds: 3"), 13, "max_rounds: 2");
+  return s.write("cfg/cpu_tune.yaml", cfg + "tune_variants: 4\n" + extra);
+}
+
+/// A variant is its parent with the constants its label names changed, and nothing else: same line
+/// count, and every line that differs names one of them.
+void expect_only_named_constants_changed(const std::string& id, const std::string& parent, const std::string& code,
+                                         const std::string& label) {
+  const auto names = label_names(label);
+  ASSERT_FALSE(names.empty()) << id << " " << label;
+  EXPECT_NE(code, parent) << id;
+  std::istringstream a(parent), b(code);
+  std::string la, lb;
+  while (std::getline(a, la)) {
+    ASSERT_TRUE(static_cast<bool>(std::getline(b, lb))) << id << " has fewer lines than its parent";
+    if (la == lb) continue;
+    EXPECT_TRUE(std::any_of(names.begin(), names.end(), [&](const auto& n) { return lb.find(n) != std::string::npos; }))
+        << id << " changed a line the label does not name:\n" << la << "\n" << lb;
+  }
+  EXPECT_FALSE(static_cast<bool>(std::getline(b, lb))) << id << " has more lines than its parent";
+}
 } // namespace
 
 TEST(Tune, VariantsRunWhileTheLlmThinksAndAreJudgedLikeAnyCandidate) {
@@ -352,10 +377,7 @@ TEST(Tune, VariantsRunWhileTheLlmThinksAndAreJudgedLikeAnyCandidate) {
   // `BLOCK_M, BLOCK_K = 16, 512` first), each judged by the trusted harness, test.py included when it
   // would become the best.
   scratch s;
-  auto cfg = slurp(source("configs/cpu.yaml"));
-  cfg.replace(cfg.find("max_rounds: 3"), 13, "max_rounds: 2");
-  cfg += "tune_variants: 4\n";
-  const auto path = s.write("cfg/cpu_tune.yaml", cfg);
+  const auto path = tune_config(s);
   auto env = kBaseEnv;
   env["KAGENT_REPLAY_DELAY_S"] = "3";
   auto o = run_to_end(s, {"--strategy", path, "--kernel-dir", kMatvec}, "runs", env);
@@ -379,19 +401,7 @@ TEST(Tune, VariantsRunWhileTheLlmThinksAndAreJudgedLikeAnyCandidate) {
     const auto& parent = o.programs.at(*p.parent_id);
     EXPECT_EQ(parent.status, "verified") << id << " is a variant of a kernel that was not verified";
     ++per_parent[*p.parent_id];
-    // The variant is its parent with the named constants changed, and nothing else.
-    EXPECT_NE(p.code, parent.code) << id;
-    std::istringstream a(parent.code), b(p.code);
-    std::string la, lb;
-    const auto names = label_names(label);
-    ASSERT_FALSE(names.empty()) << label;
-    while (std::getline(a, la)) {
-      ASSERT_TRUE(static_cast<bool>(std::getline(b, lb))) << id;
-      if (la == lb) continue;
-      EXPECT_TRUE(std::any_of(names.begin(), names.end(), [&](const auto& n) { return lb.find(n) != std::string::npos; }))
-          << id << " changed a line the label does not name:\n" << la << "\n" << lb;
-    }
-    EXPECT_FALSE(static_cast<bool>(std::getline(b, lb))) << id;
+    expect_only_named_constants_changed(id, parent.code, p.code, label);
     EXPECT_TRUE(fs::exists(o.run_dir / "candidates" / id / "tune.txt")) << id;
     // No prompt and no reflexion: a variant asks no LLM.
     for (const auto& f : fs::directory_iterator(o.run_dir / "candidates" / id))
@@ -416,10 +426,7 @@ TEST(Tune, VariantsRunWhileTheLlmThinksAndAreJudgedLikeAnyCandidate) {
 
 TEST(Tune, KillNineWhileAVariantRunsThenResumeRunsNoVariantTwice) {
   scratch s;
-  auto cfg = slurp(source("configs/cpu.yaml"));
-  cfg.replace(cfg.find("max_rounds: 3"), 13, "max_rounds: 2");
-  cfg += "tune_variants: 4\nuser_test: never\n";
-  const auto path = s.write("cfg/cpu_tune.yaml", cfg);
+  const auto path = tune_config(s, "user_test: never\n");
   auto env = kBaseEnv;
   env["KAGENT_REPLAY_DELAY_S"] = "3";
   background_run bg(s, {"--strategy", path, "--kernel-dir", kMatvec}, env, "runs_killed");
@@ -454,15 +461,7 @@ TEST(Tune, KillNineWhileAVariantRunsThenResumeRunsNoVariantTwice) {
     EXPECT_TRUE(tried.insert(p.parent_id.value_or("") + "|" + label).second) << id << " ran " << label << " twice";
     EXPECT_TRUE(sources.insert(p.code).second) << id << ": a source that ran before";
     // The requeued variant's source was rebuilt from its parent and its constants.
-    const auto& parent = o.programs.at(p.parent_id.value_or("initial"));
-    std::istringstream a(parent.code), b(p.code);
-    std::string la, lb;
-    const auto names = label_names(label);
-    while (std::getline(a, la) && std::getline(b, lb)) {
-      if (la == lb) continue;
-      EXPECT_TRUE(std::any_of(names.begin(), names.end(), [&](const auto& n) { return lb.find(n) != std::string::npos; }))
-          << id << "\n" << la << "\n" << lb;
-    }
+    expect_only_named_constants_changed(id, o.programs.at(p.parent_id.value_or("initial")).code, p.code, label);
   }
   std::map<std::string, int> results;
   for (const auto& e : events(run_dir))

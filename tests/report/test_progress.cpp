@@ -198,6 +198,31 @@ TEST(ProgressLine, ACandidateRecordedBeforeItsReflexionRunsUntilItsEnd) {
   EXPECT_THAT(*line, HasSubstr("c1 done (no reflexion): timed out"));
 }
 
+TEST(ProgressLine, LaunchConstantVariantsAreCountedApartFromTheSearchsCandidates) {
+  progress_state st;
+  update(st, "run_start", {{"schedule", "async"}, {"devices", {0}}, {"num_workers", 4}}, 0);
+  update(st, "candidate_start", {{"candidate_id", "r1_c0"}, {"round", 1}}, 1);
+  update(st, "candidate_start", {{"candidate_id", "r1_t0"}, {"round", 1}, {"tune", "BLOCK_K 512->1024"}}, 1);
+  EXPECT_THAT(format_progress_line(st, 2), HasSubstr("0 ok, 0 failed, 1/4 running"));
+  EXPECT_THAT(format_progress_line(st, 2), HasSubstr("variants 0 ok of 0, 1 running"));
+  update(st, "candidate_result", {{"candidate_id", "r1_t0"}, {"ok", true}, {"time_ms", 2.5}, {"best_ms", 2.5},
+                                  {"device_s", 0.4}}, 3);
+  const auto line = format_progress_line(st, 4);
+  EXPECT_THAT(line, HasSubstr("0 ok, 0 failed, 1/4 running"));
+  EXPECT_THAT(line, HasSubstr("variants 1 ok of 1"));
+  EXPECT_THAT(line, Not(HasSubstr("variants 1 ok of 1, ")));
+  EXPECT_THAT(line, HasSubstr("best 2.500 ms"));
+  EXPECT_DOUBLE_EQ(st.device_s, 0.4);
+  // A run without variants has no such part.
+  progress_state plain;
+  update(plain, "run_start", {{"schedule", "async"}, {"devices", {0}}, {"num_workers", 4}}, 0);
+  EXPECT_THAT(format_progress_line(plain, 1), Not(HasSubstr("variants")));
+  auto started = format_log_line(st, "candidate_start", {{"candidate_id", "r1_t1"}, {"parent_id", "r1_t0"},
+                                                         {"gpu_id", 0}, {"tune", "num_warps 4->8"}}, 5, true);
+  ASSERT_TRUE(started);
+  EXPECT_THAT(*started, HasSubstr("(parent r1_t0, variant num_warps 4->8)"));
+}
+
 TEST(ProgressLine, AutoConcurrencyFollowsConcurrencyEvents) {
   progress_state st;
   update(st, "run_start", {{"schedule", "async"}, {"devices", {0}}, {"num_workers", 4}, {"num_workers_auto", true}}, 0);
