@@ -127,10 +127,16 @@ std::optional<program_entry> ledger::best() const {
   auto b = strategy_->best();
   for (const auto& r : round_results_)
     if (!b || r.time_ms < b->time_ms) b = r;
+  if (best_variant_ && (!b || best_variant_->time_ms < b->time_ms)) b = best_variant_;
   return b;
 }
 
 bool ledger::feeds(const std::string& id, const std::string& status, bool duplicate, bool measured) const {
+  // A launch-constant variant never enters the strategy: the LLM's search (its beam, its parents, its
+  // calls) is the one it would be without variants. On the H100 (async, 20 s replies) variants in the
+  // beam made 36 LLM candidates of 6, each new parent with its own profile. A variant can still be the
+  // run's best (best() and the answer look at every verified kernel), and it is swept further.
+  if (candidate_number(id, "_t") >= 0) return false;
   // What the strategy sees: every verified, measured kernel (for beam search none past divergence),
   // and for greedy a measured duplicate too (a round without improvement, SPEC §2.4): beam search
   // would let a luckier timing of the same code displace the verified original.
@@ -174,6 +180,8 @@ judgement ledger::record(const finished& f) {
     } else {
       tunable_.push_back({f.id, p.parent.id, f.code, f.time_ms, p.round, j.code_hash});
     }
+    if (p.tuned() && (!best_variant_ || f.time_ms < best_variant_->time_ms))
+      best_variant_ = program_entry{f.id, p.parent.id, f.code, f.time_ms, p.round, j.code_hash};
   } else if (!j.failure_cause) {
     j.failure_cause = failure_kind::unknown;
   }
@@ -194,7 +202,7 @@ judgement ledger::record(const finished& f) {
 ledger::round_close ledger::end_round() {
   strategy_->update_with_results(round_results_, round_);
   round_results_.clear();
-  return {strategy_->best(), should_terminate()};
+  return {best(), should_terminate()};
 }
 
 resume_plan ledger::resume(const std::vector<store::program_record>& programs,
@@ -231,6 +239,9 @@ resume_plan ledger::resume(const std::vector<store::program_record>& programs,
     }
     if (p.status == store::program_status::verified && !diverged_.count(p.id) && is_measured(measured_or_not(p.time_ms)))
       tunable_.push_back(entry_of(p));
+    if (p.status == store::program_status::verified && candidate_number(p.id, "_t") >= 0 &&
+        is_measured(measured_or_not(p.time_ms)) && (!best_variant_ || *p.time_ms < best_variant_->time_ms))
+      best_variant_ = entry_of(p);
     if (p.status == store::program_status::pending) pending.push_back(&p);
   }
 

@@ -162,6 +162,7 @@ private:
   std::set<std::string> tuned_;                       ///< parent|label of every variant planned so far
   std::vector<program_entry> tunable_;                ///< verified kernels (not diverged), in arrival order
   std::set<std::string> seen_code_;                   ///< sha256 of every source planned or recorded
+  std::optional<program_entry> best_variant_;         ///< the fastest verified variant (none enters the strategy)
   std::map<std::string, planned> outstanding_;        ///< planned, no result yet
   std::map<std::string, std::string> verified_hash_;  ///< code hash -> the verified program that has it
   std::map<std::string, std::string> claims_;         ///< code hash -> the in-flight candidate that claimed it

@@ -458,16 +458,23 @@ TEST(Ledger, TuneVariantsAreOutstandingAndHoldTheRoundUntilTheyEnd) {
   EXPECT_FALSE(l.round_done());  // the variant is still out
   auto j = l.record(tuned_ok(*t, 7.0));
   EXPECT_TRUE(j.new_best);
-  EXPECT_TRUE(j.fed);
+  EXPECT_FALSE(j.fed) << "a variant never enters the strategy";
   EXPECT_TRUE(l.round_done());
-  // A verified variant enters the beam like any kernel, and is itself swept first (it is the fastest).
+  // The fastest variant is the run's best, and is itself swept first; the LLM's next round expands
+  // the beam it would have without variants.
   auto closed = l.end_round();
   ASSERT_TRUE(closed.best);
   EXPECT_EQ(closed.best->id, "r1_t0");
+  ASSERT_TRUE(l.best());
+  EXPECT_EQ(l.best()->id, "r1_t0");
+  auto r2 = l.plan_round(2);
+  for (const auto& p : r2) EXPECT_NE(p.parent.id, "r1_t0") << p.id;
+  // A later LLM kernel slower than the variant is no new best.
+  EXPECT_FALSE(l.record(ok(r2[0].id, 8.0, "h-r2")).new_best);
   auto next = l.plan_tune(8, 2);
   ASSERT_TRUE(next);
   EXPECT_EQ(next->parent.id, "r1_t0");
-  EXPECT_EQ(next->id, "r1_t1");
+  EXPECT_EQ(next->id, "r2_t1");  // planned in round 2, which runs now
 }
 
 TEST(Ledger, EachVariantIsTriedOnceAndTheSweepEnds) {
