@@ -424,6 +424,47 @@ TEST(Tune, VariantsRunWhileTheLlmThinksAndAreJudgedLikeAnyCandidate) {
   EXPECT_EQ(o.programs.at(best).status, "verified");
 }
 
+TEST(Tune, AVariantThatComputesTheWrongAnswerIsRejectedLikeAnyCandidate) {
+  // Nobody checked a variant's code before it runs: the harness is what decides. Here the starting
+  // kernel walks K in fixed steps of 512 whatever BLOCK_K says, so only BLOCK_K = 512 is right: a
+  // step of 256 leaves half of each row out, one of 1024 counts columns twice. BLOCK_K comes first
+  // in its assignment, so the first variant (sent while the starting kernel's analysis waits for
+  // the LLM, before any other kernel exists) is BLOCK_K 512->256.
+  scratch s;
+  fs::copy(kMatvec, s.dir / "kdir", fs::copy_options::recursive);
+  auto input = slurp(s.dir / "kdir" / "input.py");
+  auto at = input.find("for k0 in tl.range(0, K, BLOCK_K):");
+  ASSERT_NE(at, std::string::npos);
+  input.replace(at, 34, "for k0 in tl.range(0, K, 512):");
+  at = input.find("BLOCK_M, BLOCK_K = 16, 512");
+  ASSERT_NE(at, std::string::npos);
+  input.replace(at, 26, "BLOCK_K, BLOCK_M = 512, 16");
+  s.write("kdir/input.py", input);
+  const auto path = tune_config(s, "user_test: never\n");
+  auto env = kBaseEnv;
+  env["KAGENT_REPLAY_DELAY_S"] = "2";
+  auto o = run_to_end(s, {"--strategy", path, "--kernel-dir", (s.dir / "kdir").string()}, "runs", env);
+  ASSERT_TRUE(o.summary["success"].get<bool>()) << o.summary.dump(2);
+  bool saw_wrong_step = false;
+  for (const auto& [id, p] : o.programs) {
+    if (p.parent_id.value_or("") != "initial" || p.bottleneck.value_or("").rfind("tune: ", 0) != 0) continue;
+    const auto label = p.bottleneck->substr(6);
+    if (label.find("BLOCK_K") != std::string::npos) {
+      saw_wrong_step = true;
+      EXPECT_EQ(p.status, "failed") << id << " " << label << " computes the wrong answer\n" << how_each_ended(o);
+      EXPECT_TRUE(p.failure_cause == "verification" || p.failure_cause == "integrity") << id << " " << p.failure_cause.value_or("");
+      EXPECT_TRUE(fs::exists(o.run_dir / "candidates" / id / "verify_0.log")) << id;
+    } else {
+      EXPECT_EQ(p.status, "verified") << id << " " << label << " only changes the rows per program\n" << how_each_ended(o);
+    }
+  }
+  EXPECT_TRUE(saw_wrong_step) << how_each_ended(o);
+  // The answer is a verified kernel, never a wrong variant.
+  const auto best = o.summary.value("best_program_id", "");
+  ASSERT_TRUE(o.programs.count(best));
+  EXPECT_EQ(o.programs.at(best).status, "verified");
+}
+
 TEST(Tune, KillNineWhileAVariantRunsThenResumeRunsNoVariantTwice) {
   scratch s;
   const auto path = tune_config(s, "user_test: never\n");
