@@ -10,6 +10,7 @@
 #include "platform/analysis/reflexion.hpp"
 #include "platform/llm/extract.hpp"
 #include "platform/prompt/prompt.hpp"
+#include "platform/search/tune.hpp"
 #include "platform/store/util.hpp"
 
 namespace fs = std::filesystem;
@@ -109,7 +110,7 @@ void candidate_state::open_attempt() {
 // A launch-constant variant of the parent: no prompt, no refinement, no reflexion. It is judged by
 // the same trusted harness as any candidate; what it changes is its "bottleneck" in program.db.
 void candidate_state::tune() {
-  result_.bottleneck = "tune: " + spec_.tune_label;
+  result_.bottleneck = search::variant_bottleneck(spec_.tune_label);
   write("tune.txt", spec_.tune_label + "\n");
   code_ = spec_.tuned_code;
   verify();

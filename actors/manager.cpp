@@ -17,6 +17,7 @@
 #include "platform/profiling/roofline_factory.hpp"
 #include "platform/search/stored_run.hpp"
 #include "platform/search/summary.hpp"
+#include "platform/search/tune.hpp"
 #include "platform/store/run_directory.hpp"
 #include "platform/store/sessions.hpp"
 
@@ -340,31 +341,38 @@ candidate_spec manager_state::spec_of(const search::planned& plan) const {
   return spec;
 }
 
-// A variant's plan is committed before its row: a kill between the two leaves a plan that nothing
-// reads (its id is given again), never a pending row that --resume cannot rebuild.
-void manager_state::commit_tune(const search::planned& plan) {
-  db_->set_state(std::string{store::state_key::spec_prefix} + plan.id, search::plan_to_json(plan).dump());
+namespace {
+
+/// The pending row of a planned candidate or variant.
+store::program_record pending_row(const search::planned& plan) {
   store::program_record rec;
   rec.id = plan.id;
   rec.parent_id = plan.parent.id;
   rec.round = plan.round;
   rec.status = store::program_status::pending;
-  rec.bottleneck = "tune: " + plan.tune_label;
-  db_->insert_program(rec);
+  if (plan.tuned()) {
+    rec.bottleneck = search::variant_bottleneck(plan.tune_label);
+  } else {
+    rec.model = plan.model;
+    rec.bottleneck = fmt::format("direction {}", plan.direction);
+  }
+  return rec;
+}
+
+} // namespace
+
+// A variant's plan is committed before its row: a kill between the two leaves a plan that nothing
+// reads (its id is given again), never a pending row that --resume cannot rebuild.
+void manager_state::commit_tune(const search::planned& plan) {
+  db_->set_state(std::string{store::state_key::spec_prefix} + plan.id, search::plan_to_json(plan).dump());
+  db_->insert_program(pending_row(plan));
 }
 
 // A planned candidate: recorded as pending with its plan before anything runs, so that --resume
 // finds it again.
 void manager_state::commit_plan(const search::planned& plan) {
-  store::program_record rec;
-  rec.id = plan.id;
-  rec.parent_id = plan.parent.id;
-  rec.round = plan.round;
-  rec.status = store::program_status::pending;
-  rec.model = plan.model;
-  rec.bottleneck = fmt::format("direction {}", plan.direction);
   // A pending row without its plan (a kill between the two commits) is completed, not duplicated.
-  if (!db_->get_program(rec.id)) db_->insert_program(rec);
+  if (!db_->get_program(plan.id)) db_->insert_program(pending_row(plan));
   db_->set_states({{std::string{store::state_key::spec_prefix} + plan.id, search::plan_to_json(plan).dump()},
                    {store::state_key::next_candidate, std::to_string(ledger_->next_candidate())}});
   queue_.push_back(spec_of(plan));
@@ -459,14 +467,14 @@ void manager_state::tune_while_waiting() {
                          return !c.second.spec.tuned() && !c.second.measured;
                        });
   if (!waiting) return;
+  // The kernels the strategy keeps: beam search's beam, greedy's one best.
+  const int top = ledger_->strategy().name() == "greedy" ? 1 : std::max(1, ctx_->cfg.strategy_cfg.num_top_kernels);
   for (size_t k = 0; k < workers_.size(); ++k) {
     if (workers_[k].lost) continue;
     const bool busy = std::any_of(inflight_.begin(), inflight_.end(), [k](const auto& c) {
       return c.second.spec.tuned() && c.second.worker == static_cast<int>(k);
     });
     if (busy) continue;
-    // The kernels the strategy keeps: beam search's beam, greedy's one best.
-    const int top = ledger_->strategy().name() == "greedy" ? 1 : std::max(1, ctx_->cfg.strategy_cfg.num_top_kernels);
     auto plan = ledger_->plan_tune(static_cast<size_t>(ctx_->cfg.tune_variants), static_cast<size_t>(top));
     if (!plan) return;
     commit_tune(*plan);

@@ -150,31 +150,24 @@ void update(progress_state& st, const std::string& type, const nlohmann::json& p
     st.round_results = 0;
   } else if (type == "candidate_start" && p.contains("tune")) {
     st.variant_ids.insert(text_of(p, "candidate_id"));
-    ++st.variants_running;
-  } else if (type == "candidate_result" && st.variant_ids.count(text_of(p, "candidate_id"))) {
-    st.variant_ids.erase(text_of(p, "candidate_id"));
-    st.variants_running = std::max(0, st.variants_running - 1);
-    ++st.variants_done;
-    if (flag_of(p, "ok")) ++st.variants_ok;
-    if (auto d = finite_number(p, "device_s"); d && *d >= 0) {
-      st.device_s += *d;
-      st.saw_device_s = true;
-    }
-    if (flag_of(p, "ok")) note_best(st, p, "time_ms");
-    note_best(st, p, "best_ms");
   } else if (type == "candidate_start") {
     st.saw_candidate_start = true;
     if (auto id = text_of(p, "candidate_id"); !id.empty()) st.in_flight.insert(id);
     if (st.schedule == "async") st.round = std::max(st.round, static_cast<int>(int_or(p, "round", 0)));
   } else if (type == "candidate_result") {
     const bool ok = flag_of(p, "ok");
-    if (ok) ++st.ok;
-    else if (text_of(p, "failure_cause") == "duplicate") ++st.duplicates;
-    else ++st.failed;
-    ++st.round_results;
-    // A candidate recorded before its reflexion keeps its slot until its candidate_end.
-    const bool reflecting = flag_of(p, "reflexion_pending");
-    if (!reflecting) st.in_flight.erase(text_of(p, "candidate_id"));
+    if (st.variant_ids.erase(text_of(p, "candidate_id"))) {
+      ++st.variants_done;
+      st.variants_ok += ok;
+    } else {
+      if (ok) ++st.ok;
+      else if (text_of(p, "failure_cause") == "duplicate") ++st.duplicates;
+      else ++st.failed;
+      ++st.round_results;
+      // A candidate recorded before its reflexion keeps its slot until its candidate_end.
+      const bool reflecting = flag_of(p, "reflexion_pending");
+      if (!reflecting) st.in_flight.erase(text_of(p, "candidate_id"));
+    }
     if (auto d = finite_number(p, "device_s"); d && *d >= 0) {
       st.device_s += *d;
       st.saw_device_s = true;
@@ -273,9 +266,9 @@ std::string format_progress_line(const progress_state& st, double now_s, std::si
     cands += fmt::format(", {}/{}{} running", running, st.slots, st.slots_auto ? " (auto)" : "");
   else cands += fmt::format(", {} running", running);
   parts.push_back(cands);
-  if (st.variants_done + st.variants_running > 0)
+  if (st.variants_done > 0 || !st.variant_ids.empty())
     parts.push_back(fmt::format("variants {} ok of {}{}", st.variants_ok, st.variants_done,
-                                st.variants_running > 0 ? fmt::format(", {} running", st.variants_running) : ""));
+                                st.variant_ids.empty() ? "" : fmt::format(", {} running", st.variant_ids.size())));
 
   parts.push_back("best " + format_ms(st.best_ms) + speedup_suffix(st));
   if (st.devices_lost > 0)

@@ -42,10 +42,10 @@ struct progress_state {
   bool saw_candidate_start = false;
   /// candidate_start without a candidate_result yet (one recorded before its reflexion: no candidate_end yet)
   std::set<std::string> in_flight;
-  /// Launch-constant variants (candidate_start with `tune`): in flight, and ended (verified / all).
-  /// They are not in the counts above, which are the search's own candidates.
+  /// Launch-constant variants (candidate_start with `tune`): those in flight, and how many ended
+  /// (all / verified). They are not in the counts above, which are the search's own candidates.
   std::set<std::string> variant_ids;
-  int variants_running = 0, variants_done = 0, variants_ok = 0;
+  int variants_done = 0, variants_ok = 0;
   std::optional<double> initial_ms;
   std::optional<double> best_ms;
   std::string best_program_id;

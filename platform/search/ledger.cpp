@@ -136,7 +136,7 @@ bool ledger::feeds(const std::string& id, const std::string& status, bool duplic
   // calls) is the one it would be without variants. On the H100 (async, 20 s replies) variants in the
   // beam made 36 LLM candidates of 6, each new parent with its own profile. A variant can still be the
   // run's best (best() and the answer look at every verified kernel), and it is swept further.
-  if (candidate_number(id, "_t") >= 0) return false;
+  if (is_variant_id(id)) return false;
   // What the strategy sees: every verified, measured kernel (for beam search none past divergence),
   // and for greedy a measured duplicate too (a round without improvement, SPEC §2.4): beam search
   // would let a luckier timing of the same code displace the verified original.
@@ -239,7 +239,7 @@ resume_plan ledger::resume(const std::vector<store::program_record>& programs,
     }
     if (p.status == store::program_status::verified && !diverged_.count(p.id) && is_measured(measured_or_not(p.time_ms)))
       tunable_.push_back(entry_of(p));
-    if (p.status == store::program_status::verified && candidate_number(p.id, "_t") >= 0 &&
+    if (p.status == store::program_status::verified && is_variant_id(p.id) &&
         is_measured(measured_or_not(p.time_ms)) && (!best_variant_ || *p.time_ms < best_variant_->time_ms))
       best_variant_ = entry_of(p);
     if (p.status == store::program_status::pending) pending.push_back(&p);

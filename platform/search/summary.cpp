@@ -1,4 +1,5 @@
 #include "platform/search/summary.hpp"
+#include "platform/search/tune.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -103,11 +104,11 @@ run_summary summarize(const run_identity& id, const summary_facts& f) {
   s.pending = pending - initial_is(store::program_status::pending);
   s.diverged = f.diverged.size();
   for (const auto& p : f.programs) {
-    const auto b = p.bottleneck.value_or("");
-    if (b.rfind("tune: ", 0) != 0) continue;
+    const auto label = variant_label(p.bottleneck.value_or(""));
+    if (!label) continue;
     ++s.variants;
     if (p.status == store::program_status::verified) ++s.variants_verified;
-    if (s.best && s.best->id == p.id) s.best_tune = b.substr(6);
+    if (s.best && s.best->id == p.id) s.best_tune = *label;
   }
 
   // Diverged kernels (verified, but too slow to be a parent) are not top kernels.

@@ -175,11 +175,14 @@ std::vector<tune_site> tune_sites(const std::string& code) {
   return out;
 }
 
-std::vector<tune_axis> tune_axes(const std::string& code) {
+namespace {
+
+/// The axes of `code` from its sites (tune_sites), so that each caller tokenizes the source once.
+std::vector<tune_axis> axes_of(const std::string& code, const std::vector<tune_site>& sites) {
   if (code.find("autotune") != std::string::npos) return {};
   std::vector<tune_axis> axes;
   std::map<std::string, bool> consistent;
-  for (const auto& s : tune_sites(code)) {
+  for (const auto& s : sites) {
     auto it = std::find_if(axes.begin(), axes.end(), [&](const auto& a) { return a.name == s.name; });
     if (it == axes.end()) {
       axes.push_back({s.name, s.value, domain_of(s.name)});
@@ -194,15 +197,23 @@ std::vector<tune_axis> tune_axes(const std::string& code) {
   return axes;
 }
 
-std::string tune_label(const std::string& code, const std::map<std::string, int>& values) {
+std::string label_of(const std::vector<tune_axis>& axes, const std::map<std::string, int>& values) {
   std::string out;
-  for (const auto& a : tune_axes(code)) {
+  for (const auto& a : axes) {
     auto it = values.find(a.name);
     if (it == values.end() || it->second == a.value) continue;
     if (!out.empty()) out += "; ";
     out += fmt::format("{} {}->{}", a.name, a.value, it->second);
   }
   return out;
+}
+
+} // namespace
+
+std::vector<tune_axis> tune_axes(const std::string& code) { return axes_of(code, tune_sites(code)); }
+
+std::string tune_label(const std::string& code, const std::map<std::string, int>& values) {
+  return label_of(tune_axes(code), values);
 }
 
 std::vector<tune_variant> tune_variants(const std::string& code, size_t max) {
@@ -221,7 +232,7 @@ std::vector<tune_variant> tune_variants(const std::string& code, size_t max) {
       if (i < 0 || i >= static_cast<int>(a.domain.size())) return;
       values[a.name] = a.domain[static_cast<size_t>(i)];
     }
-    out.push_back({values, tune_label(code, values)});
+    out.push_back({values, label_of(axes, values)});
   };
   for (size_t a = 0; a < axes.size(); ++a)
     for (int s : {-1, 1}) add({{a, s}});
@@ -236,16 +247,29 @@ std::vector<tune_variant> tune_variants(const std::string& code, size_t max) {
 }
 
 std::optional<std::string> apply_tune(const std::string& code, const std::map<std::string, int>& values) {
-  const auto axes = tune_axes(code);
+  const auto sites = tune_sites(code);
+  const auto axes = axes_of(code, sites);
   for (const auto& [name, v] : values) {
     auto it = std::find_if(axes.begin(), axes.end(), [&](const auto& a) { return a.name == name; });
     if (it == axes.end() || std::find(it->domain.begin(), it->domain.end(), v) == it->domain.end()) return std::nullopt;
   }
-  auto sites = tune_sites(code);
   std::string out = code;
   for (auto s = sites.rbegin(); s != sites.rend(); ++s)
     if (auto v = values.find(s->name); v != values.end()) out.replace(s->offset, s->length, std::to_string(v->second));
   return out;
+}
+
+/// How program.db names a variant's change, and back.
+std::string variant_bottleneck(const std::string& label) { return "tune: " + label; }
+
+std::optional<std::string> variant_label(const std::string& bottleneck) {
+  if (bottleneck.rfind("tune: ", 0) != 0) return std::nullopt;
+  return bottleneck.substr(6);
+}
+
+bool is_variant_id(const std::string& id) {
+  static const std::regex re("r[0-9]+_t[0-9]+");
+  return std::regex_match(id, re);
 }
 
 } // namespace kagent::search

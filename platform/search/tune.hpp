@@ -52,4 +52,12 @@ std::optional<std::string> apply_tune(const std::string& code, const std::map<st
 /// "BLOCK_K 512->1024; num_warps 4->8": what a variant changes against `code`.
 std::string tune_label(const std::string& code, const std::map<std::string, int>& values);
 
+/// A variant's `bottleneck` in program.db ("tune: BLOCK_K 512->1024"), and its label back from one
+/// (none for a candidate the LLM wrote).
+std::string variant_bottleneck(const std::string& label);
+std::optional<std::string> variant_label(const std::string& bottleneck);
+
+/// Whether a program id is a variant's (r<round>_t<n>; the LLM's candidates are r<round>_c<n>).
+bool is_variant_id(const std::string& id);
+
 } // namespace kagent::search

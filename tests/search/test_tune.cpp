@@ -102,3 +102,15 @@ TEST(Tune, ApplyRewritesEveryLiteralOfTheConstantAndNothingElse) {
   ASSERT_TRUE(twice);
   EXPECT_EQ(*twice, "BLOCK = 64\ngrid = f(BLOCK=64)\n");
 }
+
+TEST(Tune, ProgramDbNamesAVariantByItsIdAndItsBottleneck) {
+  EXPECT_EQ(variant_bottleneck("BLOCK_K 512->1024"), "tune: BLOCK_K 512->1024");
+  EXPECT_EQ(variant_label("tune: BLOCK_K 512->1024"), "BLOCK_K 512->1024");
+  EXPECT_FALSE(variant_label("memory"));
+  EXPECT_FALSE(variant_label("direction 1"));
+  EXPECT_TRUE(is_variant_id("r1_t0"));
+  EXPECT_TRUE(is_variant_id("r12_t345"));
+  EXPECT_FALSE(is_variant_id("r1_c0"));
+  EXPECT_FALSE(is_variant_id("initial"));
+  EXPECT_FALSE(is_variant_id("r1_t0@run-3"));
+}
